@@ -1,0 +1,101 @@
+"""The machine: device resolution, seeding, and an environment report (versions, device, cores, memory)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def resolve_device(requested: str | torch.device | None = None) -> torch.device:
+    """Return `requested` as a torch.device, or CUDA when available, else CPU."""
+    if requested is not None and str(requested) != "auto":
+        device = torch.device(requested)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(f"device {requested!r} was requested but CUDA is not available on this machine")
+        return device
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and torch (CPU and CUDA) with `seed`; return a torch.Generator seeded the same."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def usable_cpu_count() -> int:
+    """Return the number of CPU cores this process may run on (affinity-aware)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def total_memory_bytes() -> int | None:
+    """Return the machine's physical memory in bytes, or None when it cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _version_of(module_name: str) -> str:
+    try:
+        module = __import__(module_name)
+    except ImportError:
+        return "not installed"
+    return str(getattr(module, "__version__", "unknown"))
+
+
+def environment_report(device: torch.device | None = None) -> dict[str, Any]:
+    """Return versions (Python, torch, torchvision, kornia), the device, its CUDA capability, cores and memory."""
+    device = device or resolve_device()
+    report: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "torch": torch.__version__,
+        "torchvision": _version_of("torchvision"),
+        "kornia": _version_of("kornia"),
+        "device": str(device),
+        "cpu_cores": usable_cpu_count(),
+        "memory_gib": round(total_memory_bytes() / 2**30, 1) if total_memory_bytes() else None,
+        "torch_threads": torch.get_num_threads(),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        report.update(
+            device_name=props.name,
+            cuda_capability=f"{props.major}.{props.minor}",
+            device_memory_gib=round(props.total_memory / 2**30, 1),
+            cuda_version=torch.version.cuda,
+            bf16_supported=torch.cuda.is_bf16_supported(),
+        )
+    else:
+        report.update(device_name=platform.processor() or platform.machine(), cuda_capability=None)
+    return report
+
+
+def format_environment_report(report: dict[str, Any]) -> str:
+    """Render an environment report as one readable line."""
+    parts = [
+        f"torch {report['torch']}",
+        f"torchvision {report['torchvision']}",
+        f"kornia {report['kornia']}",
+        f"device {report['device']} ({report['device_name']}",
+    ]
+    if report.get("cuda_capability"):
+        parts[-1] += f", capability {report['cuda_capability']}, {report['device_memory_gib']} GiB"
+    parts[-1] += ")"
+    parts.append(f"{report['cpu_cores']} CPU cores")
+    if report.get("memory_gib"):
+        parts.append(f"{report['memory_gib']} GiB RAM")
+    parts.append(f"Python {report['python']}")
+    return " | ".join(parts)

@@ -1,0 +1,90 @@
+"""Shared fixtures: a loopback HTTP server that serves archives the tests build, with Range and cut-short transfers."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+class LoopbackServer:
+    """Serves `files` (url path -> bytes); `cut_after[path] = n` sends n bytes of a longer declared length, then hangs up."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.cut_after: dict[str, int] = {}
+        self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # keep test output quiet
+                pass
+
+            def do_GET(self) -> None:
+                range_header = self.headers.get("Range")
+                server.requests.append((self.path, range_header))
+                body = server.files.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                start = int(range_header.split("=")[1].split("-")[0]) if range_header else 0
+                if start >= len(body) and range_header:
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{len(body)}")
+                    self.end_headers()
+                    return
+                payload = body[start:]
+                self.send_response(206 if range_header else 200)
+                if range_header:
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                cut = server.cut_after.pop(self.path, None)
+                self.wfile.write(payload if cut is None else payload[:cut])
+                self.wfile.flush()
+                if cut is not None:
+                    self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        """The full loopback URL of a served path."""
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def http_server():
+    server = LoopbackServer()
+    yield server
+    server.close()
+
+
+def jpeg_bytes(width: int, height: int, seed: int = 0) -> bytes:
+    """A small real JPEG of random colours."""
+    rng = np.random.default_rng(seed)
+    buffer = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+def tar_bytes(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
+    """A tar archive (gzip by default) holding regular files `members` (name -> content)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()

@@ -1,0 +1,62 @@
+"""Device and profile resolution, seeding, and the environment report."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from helpers.env import environment_report, format_environment_report, resolve_device, seed_everything
+from helpers.profiles import PROFILE_ENV_VAR, resolve_profile, resolve_profile_name
+
+
+def test_auto_profile_follows_the_device(monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV_VAR, raising=False)
+    assert resolve_profile_name("auto", cuda_available=True) == "full"
+    assert resolve_profile_name("auto", cuda_available=False) == "cpu"
+    assert resolve_profile_name("smoke", cuda_available=True) == "smoke"
+
+
+def test_environment_variable_overrides_the_argument(monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV_VAR, "smoke")
+    assert resolve_profile("full").name == "smoke"
+    assert resolve_profile("auto").is_smoke
+
+
+def test_unknown_profile_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(PROFILE_ENV_VAR, "huge")
+    with pytest.raises(ValueError, match="'huge'.*COURSE_PROFILE.*smoke, cpu, full"):
+        resolve_profile()
+
+
+def test_smoke_numbers_are_labelled(monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV_VAR, raising=False)
+    assert "smoke run" in resolve_profile("smoke").label("12 img/s")
+    assert resolve_profile("cpu").label("12 img/s") == "12 img/s"
+
+
+def test_device_resolution():
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device().type == expected
+    assert resolve_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            resolve_device("cuda")
+
+
+def test_seeding_repeats_every_generator():
+    seed_everything(3)
+    first = (random.random(), torch.rand(3))
+    seed_everything(3)
+    second = (random.random(), torch.rand(3))
+    assert first[0] == second[0] and torch.equal(first[1], second[1])
+
+
+def test_environment_report_names_versions_device_and_machine():
+    report = environment_report(torch.device("cpu"))
+    for key in ("torch", "torchvision", "kornia", "device", "device_name", "cpu_cores", "memory_gib"):
+        assert key in report
+    assert report["cpu_cores"] >= 1 and report["kornia"] != "not installed"
+    line = format_environment_report(report)
+    assert f"torch {torch.__version__}" in line and "CPU cores" in line

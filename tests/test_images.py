@@ -1,0 +1,85 @@
+"""Bad images: a clear error naming the file, or a correct conversion to 8-bit RGB."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from helpers.images import BadImageError, ImageTooSmallError, check_crop_fits, load_rgb_image
+
+
+@pytest.fixture
+def colours() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    return rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)
+
+
+def test_rgb_png_round_trips(tmp_path, colours):
+    Image.fromarray(colours).save(tmp_path / "a.png")
+    image = load_rgb_image(tmp_path / "a.png")
+    assert image.mode == "RGB" and np.array_equal(np.asarray(image), colours)
+
+
+def test_grayscale_becomes_three_equal_channels(tmp_path, colours):
+    gray = colours[..., 0]
+    Image.fromarray(gray, mode="L").save(tmp_path / "g.png")
+    rgb = np.asarray(load_rgb_image(tmp_path / "g.png"))
+    assert rgb.shape == (20, 30, 3) and all(np.array_equal(rgb[..., c], gray) for c in range(3))
+
+
+def test_rgba_drops_alpha_and_keeps_colour(tmp_path, colours):
+    rgba = np.concatenate([colours, np.full((20, 30, 1), 7, np.uint8)], axis=-1)
+    Image.fromarray(rgba, mode="RGBA").save(tmp_path / "a.png")
+    assert np.array_equal(np.asarray(load_rgb_image(tmp_path / "a.png")), colours)
+
+
+def test_cmyk_jpeg_is_converted(tmp_path):
+    Image.new("CMYK", (16, 16), (0, 255, 255, 0)).save(tmp_path / "c.jpg", quality=100)  # pure red in CMYK
+    rgb = np.asarray(load_rgb_image(tmp_path / "c.jpg")).astype(int)
+    assert rgb.shape == (16, 16, 3)
+    assert rgb[..., 0].mean() > 240 and rgb[..., 1].mean() < 15 and rgb[..., 2].mean() < 15
+
+
+def test_sixteen_bit_grayscale_is_scaled_not_clipped(tmp_path):
+    values = np.array([[0, 257, 32896, 65535]], dtype=np.uint16)  # 0, 1, 128, 255 in 8 bits
+    Image.fromarray(values).save(tmp_path / "d.png")
+    assert Image.open(tmp_path / "d.png").mode.startswith("I")
+    rgb = np.asarray(load_rgb_image(tmp_path / "d.png"))
+    assert rgb[0, :, 0].tolist() == [0, 1, 128, 255] and np.array_equal(rgb[..., 0], rgb[..., 2])
+
+
+def test_palette_image_is_converted(tmp_path, colours):
+    Image.fromarray(colours).convert("P").save(tmp_path / "p.png")
+    assert load_rgb_image(tmp_path / "p.png").mode == "RGB"
+
+
+def test_corrupt_file_is_named(tmp_path):
+    path = tmp_path / "corrupt.jpg"
+    path.write_bytes(b"this is not an image at all")
+    with pytest.raises(BadImageError, match="corrupt.jpg.*cannot decode"):
+        load_rgb_image(path)
+
+
+@pytest.mark.parametrize("suffix", ["jpg", "png"])
+def test_truncated_file_is_named(tmp_path, colours, suffix):
+    path = tmp_path / f"whole.{suffix}"
+    big = np.tile(colours, (20, 20, 1))
+    Image.fromarray(big).save(path)
+    cut = tmp_path / f"truncated.{suffix}"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(BadImageError, match=f"truncated.{suffix}"):
+        load_rgb_image(cut)
+
+
+def test_float_image_is_refused_with_its_mode(tmp_path):
+    path = tmp_path / "f.tiff"
+    Image.fromarray(np.zeros((4, 4), np.float32), mode="F").save(path)
+    with pytest.raises(BadImageError, match="f.tiff.*'F'"):
+        load_rgb_image(path)
+
+
+def test_image_smaller_than_the_crop_is_named():
+    check_crop_fits((481, 321), 128, "ok.jpg")
+    with pytest.raises(ImageTooSmallError, match=r"tiny.jpg: image is 100x90 pixels, smaller than the 128x128"):
+        check_crop_fits((100, 90), 128, "tiny.jpg")
