@@ -18,6 +18,11 @@ class Profile:
     name: str
     description: str
     gallery_images: int
+    memory_images: int | None  # images for the memory lesson (None: the whole training split)
+    bench_loader_batches: int  # batches timed for a loader on its own
+    bench_steps_per_block: int  # steps per fed / pre-made block when a loader feeds a model
+    bench_blocks: int  # interleaved blocks of each
+    sweep_batches: int  # batches timed per DataLoader setting in a sweep
 
     @property
     def is_smoke(self) -> bool:
@@ -30,9 +35,18 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "smoke": Profile("smoke", "seconds per notebook; checks that every lesson runs (CI)", gallery_images=4),
-    "cpu": Profile("cpu", "a few minutes per notebook on a laptop CPU", gallery_images=8),
-    "full": Profile("full", "the real runs, sized for one GPU", gallery_images=12),
+    "smoke": Profile(
+        "smoke", "seconds per notebook; checks that every lesson runs (CI)", gallery_images=4, memory_images=3,
+        bench_loader_batches=2, bench_steps_per_block=1, bench_blocks=1, sweep_batches=2,
+    ),
+    "cpu": Profile(
+        "cpu", "a few minutes per notebook on a laptop CPU", gallery_images=8, memory_images=None,
+        bench_loader_batches=25, bench_steps_per_block=4, bench_blocks=10, sweep_batches=15,
+    ),
+    "full": Profile(
+        "full", "the real runs, sized for one GPU", gallery_images=12, memory_images=None,
+        bench_loader_batches=100, bench_steps_per_block=10, bench_blocks=10, sweep_batches=60,
+    ),
 }
 
 

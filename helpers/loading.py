@@ -1,0 +1,187 @@
+"""DataLoader building: per-worker and per-rank seeding, the knobs that matter, and a sweep over them."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, RandomSampler
+
+RANK_SEED_STRIDE = 1_000_003  # a prime gap between ranks' seeds, so ranks never share a stream
+
+
+def seed_worker(worker_id: int) -> None:
+    """worker_init_fn: seed Python's and NumPy's RNGs from the seed PyTorch gave this worker (torch's is already set)."""
+    worker_seed = torch.initial_seed() % 2**32
+    np.random.seed(worker_seed)
+    random.seed(worker_seed)
+
+
+def loader_generator(seed: int, rank: int = 0) -> torch.Generator:
+    """A generator for a DataLoader: one seed reproduces every worker's stream, and each rank gets its own."""
+    return torch.Generator().manual_seed(seed + RANK_SEED_STRIDE * rank)
+
+
+def make_loader(
+    dataset: Dataset,
+    batch_size: int,
+    *,
+    seed: int = 0,
+    rank: int = 0,
+    shuffle: bool = True,
+    drop_last: bool = True,
+    num_workers: int = 0,
+    pin_memory: bool = False,
+    prefetch_factor: int | None = None,
+    persistent_workers: bool = False,
+    sampler: Any = None,
+    samples_per_epoch: int | None = None,
+) -> DataLoader:
+    """A DataLoader with reproducible per-worker, per-rank seeding and the tuning knobs exposed.
+
+    `samples_per_epoch` draws that many samples per epoch (several random crops per image), so a small dataset
+    does not restart its workers every few batches.
+    """
+    extra: dict[str, Any] = {}
+    generator = loader_generator(seed, rank)
+    if samples_per_epoch is not None and sampler is None:
+        sampler = RandomSampler(dataset, num_samples=samples_per_epoch, generator=generator)
+    if num_workers > 0:
+        extra.update(prefetch_factor=prefetch_factor or 2, persistent_workers=persistent_workers)
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle if sampler is None else False,
+        sampler=sampler,
+        drop_last=drop_last,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        worker_init_fn=seed_worker,
+        generator=generator,
+        **extra,
+    )
+
+
+def loader_settings_grid(
+    workers: Sequence[int], pin_memory: Sequence[bool] = (False,), prefetch: Sequence[int] = (2,),
+    persistent: Sequence[bool] = (True,),
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Every combination of the DataLoader knobs (prefetch and persistence only where workers > 0)."""
+    grid = []
+    for n in workers:
+        for pin in pin_memory:
+            if n == 0:
+                grid.append({"num_workers": 0, "pin_memory": pin, "prefetch_factor": None, "persistent_workers": False})
+                continue
+            for factor in prefetch:
+                for keep in persistent:
+                    grid.append(
+                        {"num_workers": n, "pin_memory": pin, "prefetch_factor": factor, "persistent_workers": keep}
+                    )
+    return grid
+
+
+def count_samples(batch: Any) -> int:
+    """The number of samples in a batch (the first dimension of its first tensor)."""
+    while isinstance(batch, (list, tuple)):
+        batch = batch[0]
+    return int(batch.shape[0])
+
+
+def time_batches(loader: Iterable, batches: int, warmup: int = 1) -> dict[str, float]:
+    """Iterate `warmup` then `batches` batches (restarting the loader as needed); return samples/s and seconds."""
+    iterator = iter(loader)
+
+    def next_batch():
+        nonlocal iterator
+        try:
+            return next(iterator)
+        except StopIteration:
+            iterator = iter(loader)
+            return next(iterator)
+
+    for _ in range(warmup):
+        next_batch()
+    samples = 0
+    start = time.perf_counter()
+    for _ in range(batches):
+        samples += count_samples(next_batch())
+    seconds = time.perf_counter() - start
+    return {"samples_per_s": samples / seconds, "seconds": seconds, "samples": samples}
+
+
+def sweep_loader_settings(
+    dataset: Dataset, settings: Sequence[dict[str, Any]], batch_size: int, batches: int, seed: int = 0
+) -> list[dict[str, Any]]:
+    """Measure samples/s of the dataset through a DataLoader for each setting; return one row per setting."""
+    from tqdm import tqdm
+
+    rows = []
+    for setting in tqdm(settings, desc="loader sweep", leave=False):
+        warmup = max(1, setting["num_workers"])
+        samples = batch_size * (batches + warmup)
+        loader = make_loader(dataset, batch_size, seed=seed, samples_per_epoch=samples, **setting)
+        # warm-up covers worker start-up, which persistent workers pay once per run rather than per epoch
+        result = time_batches(loader, batches, warmup=warmup)
+        rows.append({**setting, **result})
+        del loader
+    return rows
+
+
+class BackgroundPrefetcher:
+    """Iterate `iterable` in a background thread, `depth` items ahead, so producing the next batch overlaps the step.
+
+    Worth it when producing a batch is mostly torch work that releases the GIL (gathers, copies, pinning), as in
+    a decoded-cache loader; the thread stops when the consumer stops, and re-raises the producer's errors.
+    """
+
+    _DONE = object()
+
+    def __init__(self, iterable: Iterable, depth: int = 2) -> None:
+        self.iterable, self.depth = iterable, depth
+
+    def __len__(self) -> int:
+        return len(self.iterable)  # type: ignore[arg-type]
+
+    def __iter__(self):
+        import queue
+        import threading
+
+        items: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+
+        def offer(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    items.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def produce() -> None:
+            try:
+                for item in self.iterable:
+                    if not offer(item):
+                        return
+                offer(self._DONE)
+            except BaseException as error:  # noqa: BLE001 (handed to the consumer, which re-raises it)
+                offer(error)
+
+        thread = threading.Thread(target=produce, name="prefetch", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = items.get()
+                if item is self._DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            thread.join(timeout=5)
