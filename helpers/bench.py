@@ -67,7 +67,7 @@ def synchronize(device: torch.device) -> None:
 
 def sr_memory_by_scale(paths: list[Path], scales: tuple[int, ...] = (2, 3, 4)) -> list[dict[str, Any]]:
     """Bytes held by the traditional in-memory stores (float32 upscaled LR + HR) and by the uint8 cache, per scale."""
-    from .datasets import DecodedSRCache, InMemoryNaiveSRDataset
+    from .datasets import PIXEL_BYTES, DecodedSRCache, InMemoryNaiveSRDataset
 
     rows = []
     for scale in scales:
@@ -81,7 +81,8 @@ def sr_memory_by_scale(paths: list[Path], scales: tuple[int, ...] = (2, 3, 4)) -
                 "traditional_mib": traditional.nbytes / 2**20,
                 "cache_mib": cache.nbytes / 2**20,
                 "total_ratio": traditional.nbytes / cache.nbytes,
-                "input_ratio": input_bytes / cache.lr_total,  # model inputs: float32 at HR size vs uint8 LR
+                # model inputs: float32 RGB at HR size against the LR's uint8 RGB bytes (padding not counted)
+                "input_ratio": input_bytes / (cache.lr_total * 3 // PIXEL_BYTES),
             }
         )
         del traditional, cache
@@ -225,14 +226,14 @@ def measure_pipeline(
 
 
 def diagnose_pipeline(result: PipelineResult, num_workers: int | None = None, cpu_cores: int | None = None) -> str:
-    """The pipeline doctor: input-bound or compute-bound, and what to try next."""
+    """The pipeline doctor: input-bound or compute-bound, and what to try next (first line: the verdict)."""
     wait = result.data_wait_fraction
-    head = (
+    numbers = (
         f"efficiency {result.pipeline_efficiency:.2f}; {100 * wait:.0f}% of each step waits for data "
-        f"({result.data_wait_ms:.1f} ms wait, {result.compute_ms:.1f} ms compute)."
+        f"({result.data_wait_ms:.1f} ms wait, {result.compute_ms:.1f} ms compute)"
     )
     if wait > 0.10 or result.pipeline_efficiency < 0.90:
-        advice = ["INPUT-BOUND: the model waits for data. Try, in order:"]
+        advice = [f"INPUT-BOUND: {numbers}. The model waits for data; try, in order:"]
         if num_workers is not None and cpu_cores and num_workers < cpu_cores:
             advice.append(f"- more DataLoader workers ({num_workers} now, {cpu_cores} cores), persistent_workers=True;")
         advice += [
@@ -241,10 +242,10 @@ def diagnose_pipeline(result: PipelineResult, num_workers: int | None = None, cp
             "- batch augmentation on the device (kornia) instead of per-sample PIL transforms;",
             "- pin_memory=True with non_blocking copies on CUDA.",
         ]
-        return head + "\n" + "\n".join(advice)
-    return head + (
-        "\nCOMPUTE-BOUND: the input pipeline keeps up. Speed up the step itself: mixed precision (torch.amp), "
-        "channels_last, a larger batch, torch.compile; more loader work will not help."
+        return "\n".join(advice)
+    return (
+        f"COMPUTE-BOUND: {numbers}.\nThe input pipeline keeps up. Speed up the step itself: mixed precision "
+        "(torch.amp), channels_last, a larger batch, torch.compile; more loader work will not help."
     )
 
 
@@ -253,12 +254,13 @@ def diagnose_pipeline(result: PipelineResult, num_workers: int | None = None, cp
 
 @dataclass
 class Rung:
-    """One rung of a loader ladder: a name, how to build its loader, and the model its batches feed."""
+    """One rung of a loader ladder: a name, how to build its loader, the model its batches feed, and its step."""
 
     name: str
     build: Callable[[], Iterable]
     model: Callable[[], nn.Module]
     workers: int = 0
+    make_step: Callable[[nn.Module], Callable[[Any], Any]] = sr_train_step
 
 
 def run_ladder(
@@ -275,7 +277,7 @@ def run_ladder(
         alone = measure_loader(loader, loader_batches, warmup=max(1, rung.workers))
         torch.manual_seed(0)
         model = rung.model().to(device)
-        fed = measure_pipeline(loader, sr_train_step(model), device, steps_per_block, blocks)
+        fed = measure_pipeline(loader, rung.make_step(model), device, steps_per_block, blocks)
         rows.append(
             {
                 "name": rung.name,
@@ -367,39 +369,178 @@ def sr_ladder(
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line: python -m helpers.bench sr --json PATH [--profile auto|smoke|cpu|full]."""
+def classification_train_step(model: nn.Module, lr: float = 0.05) -> Callable[[Any], float]:
+    """A plain fp32 classification step (cross-entropy, SGD with momentum) for benchmarking loaders."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(batch: Any) -> float:
+        images, labels = batch
+        if images.dtype == torch.uint8:
+            images = images.float().div_(255)
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+    return step
+
+
+def seed_post_transform():
+    """The CIFAR post's per-sample PIL pipeline: RandomResizedCrop(224), flip, ColorJitter, ToTensor, Normalize."""
+    from torchvision import transforms
+
+    return transforms.Compose(
+        [
+            transforms.RandomResizedCrop(224),
+            transforms.RandomHorizontalFlip(),
+            transforms.ColorJitter(0.2, 0.2, 0.2),
+            transforms.ToTensor(),
+            transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+        ]
+    )
+
+
+def native_size_transform():
+    """The same family per sample with PIL at CIFAR's own 32 px: crop with padding, flip, jitter, grayscale."""
+    from torchvision import transforms
+
+    from .augment import CIFAR10_MEAN, CIFAR10_STD
+
+    return transforms.Compose(
+        [
+            transforms.RandomCrop(32, padding=4, padding_mode="reflect"),
+            transforms.RandomHorizontalFlip(),
+            transforms.RandomApply([transforms.ColorJitter(0.2, 0.2, 0.2, 0.05)], p=0.8),
+            transforms.RandomGrayscale(p=0.2),
+            transforms.ToTensor(),
+            transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
+        ]
+    )
+
+
+def cifar_ladder(
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    image_folder: Path,
+    device: torch.device,
+    batch_size: int,
+    model: Callable[[], nn.Module],
+    workers: int = 2,
+    seed: int = 0,
+) -> list[Rung]:
+    """The classification ladder: the seed post's ImageFolder + PIL pipeline, the same at 32 px, and the whole
+    dataset as one uint8 tensor on the device with kornia batch augmentation (with and without augmentation)."""
+    from torchvision.datasets import ImageFolder
+
+    from .augment import cifar_train_augment
+    from .loading import DeviceTensorLoader, make_loader
+
+    pin = device.type == "cuda"
+    samples = 10**6  # an epoch long enough that no measurement restarts the workers
+    seed_workers = min(4, max(1, workers))  # the post's num_workers=4, capped by the cores here
+
+    def seed_post():
+        dataset = ImageFolder(str(image_folder), transform=seed_post_transform())
+        return make_loader(dataset, batch_size, seed=seed, num_workers=seed_workers, pin_memory=pin,
+                           persistent_workers=True, samples_per_epoch=samples)  # fmt: skip
+
+    def native_pil():
+        dataset = ImageFolder(str(image_folder), transform=native_size_transform())
+        return make_loader(dataset, batch_size, seed=seed, num_workers=seed_workers, pin_memory=pin,
+                           persistent_workers=True, samples_per_epoch=samples)  # fmt: skip
+
+    def on_device(augment: bool):
+        def build():
+            transform = cifar_train_augment().to(device) if augment else None
+            return DeviceTensorLoader(images, labels, batch_size, device, transform, drop_last=True, seed=seed)
+
+        return build
+
+    return [
+        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers",
+             seed_post, model, seed_workers, classification_train_step),
+        Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} workers",
+             native_pil, model, seed_workers, classification_train_step),
+        Rung("whole dataset as uint8 on the device + kornia batch augmentation (crop, flip, jitter, grayscale)",
+             on_device(True), model, 0, classification_train_step),
+        Rung("whole dataset as uint8 on the device, no augmentation (the ceiling)", on_device(False), model, 0,
+             classification_train_step),
+    ]  # fmt: skip
+
+
+def _sr_command(args: argparse.Namespace, profile, device: torch.device) -> tuple[list[dict[str, Any]], str, str]:
     from .data import bsds300_split, prepare_bsds300
-    from .env import environment_report, format_environment_report, resolve_device, seed_everything, usable_cpu_count
+    from .env import usable_cpu_count
+
+    source = prepare_bsds300(progress=False)
+    paths = bsds300_split(source.root, "train")
+    batch_size = args.batch_size or 16
+    workers = max(1, min(8, usable_cpu_count()))
+    rungs = sr_ladder(paths, device, batch_size, args.scale, args.hr_crop, workers)
+    rows = run_ladder(rungs, device, profile.bench_loader_batches, profile.bench_steps_per_block, profile.bench_blocks)
+    label = (
+        f"SR ladder, x{args.scale}, {args.hr_crop}-px HR crops, batch {batch_size}, {len(paths)} images of "
+        f"{source.name}, ESPCN training step, profile {profile.name}"
+    )
+    return rows, label, source.describe()
+
+
+def _cifar_command(args: argparse.Namespace, profile, device: torch.device) -> tuple[list[dict[str, Any]], str, str]:
+    from .data import cifar10_class_names, data_root, export_image_folder, load_cifar10, prepare_cifar10
+    from .env import usable_cpu_count
+    from .models import SmallConvNet, cifar_resnet18
+
+    source = prepare_cifar10(progress=False)
+    images, labels = load_cifar10(source.root, train=True)
+    if profile.cifar_images:
+        images, labels = images[: profile.cifar_images], labels[: profile.cifar_images]
+    slug = "standin" if source.is_standin else "cifar10"
+    folder = export_image_folder(
+        images, labels, cifar10_class_names(source.root), data_root() / "imagefolder" / f"{slug}-{len(images)}"
+    )
+    use_resnet = profile.name == "full"
+    batch_size = args.batch_size or (256 if use_resnet else 64 if profile.is_smoke else 128)
+    model = cifar_resnet18 if use_resnet else (lambda: SmallConvNet(width=16))
+    rungs = cifar_ladder(images, labels, folder, device, batch_size, model, max(1, usable_cpu_count()))
+    # A CPU step on the seed's 224-px inputs takes seconds, so the CPU profiles time fewer of them.
+    steps, blocks = profile.bench_steps_per_block, profile.bench_blocks
+    if not use_resnet:
+        steps, blocks = min(steps, 2), min(blocks, 3)
+    rows = run_ladder(rungs, device, profile.bench_loader_batches, steps, blocks)
+    label = (
+        f"CIFAR ladder, batch {batch_size}, {len(images)} images of {source.name}, "
+        f"{'ResNet18 (CIFAR stem)' if use_resnet else 'small CNN (width 16)'} training step, profile {profile.name}"
+    )
+    return rows, label, source.describe()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: python -m helpers.bench sr|cifar --json PATH [--profile auto|smoke|cpu|full]."""
+    from .env import environment_report, format_environment_report, resolve_device, seed_everything
     from .profiles import resolve_profile
 
     parser = argparse.ArgumentParser(description="Run a loader ladder side by side in one process.")
-    parser.add_argument("ladder", choices=["sr"], help="which ladder: sr (super-resolution on BSDS300)")
+    parser.add_argument("ladder", choices=["sr", "cifar"], help="sr: super-resolution on BSDS300; cifar: CIFAR-10")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     parser.add_argument("--profile", default="auto", help="auto, smoke, cpu or full (COURSE_PROFILE overrides)")
-    parser.add_argument("--scale", type=int, default=4)
-    parser.add_argument("--hr-crop", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--scale", type=int, default=4, help="sr: the upscaling factor")
+    parser.add_argument("--hr-crop", type=int, default=128, help="sr: HR crop size")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: 16 for sr, 256 for cifar")
     args = parser.parse_args(argv)
 
     profile = resolve_profile(args.profile)
     device = resolve_device()
     seed_everything(0)
-    source = prepare_bsds300(progress=False)
-    paths = bsds300_split(source.root, "train")
-    workers = max(1, min(8, usable_cpu_count()))
-    rungs = sr_ladder(paths, device, args.batch_size, args.scale, args.hr_crop, workers)
-    rows = run_ladder(
-        rungs, device, profile.bench_loader_batches, profile.bench_steps_per_block, profile.bench_blocks
-    )
-    label = profile.label(
-        f"SR ladder, x{args.scale}, {args.hr_crop}-px HR crops, batch {args.batch_size}, {len(paths)} images of "
-        f"{source.name}, profile {profile.name}\n{format_environment_report(environment_report(device))}"
-    )
-    print(ladder_table(rows, label))
+    command = _sr_command if args.ladder == "sr" else _cifar_command
+    rows, label, data = command(args, profile, device)
+    environment = format_environment_report(environment_report(device))
+    print(ladder_table(rows, profile.label(f"{label}\n{environment}")))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"profile": profile.name, "device": str(device), "data": source.describe(), "rungs": rows}
+        payload = {"ladder": args.ladder, "profile": profile.name, "device": str(device), "label": label,
+                   "environment": environment, "data": data, "rungs": rows}  # fmt: skip
         args.json.write_text(json.dumps(payload, indent=2))
         print(f"\nwrote {args.json}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import shutil
 import urllib.error
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,3 +262,29 @@ def prepare_cifar10(
     if not _cifar10_complete(folder):
         raise DatasetLayoutError(f"{folder}: the archive did not hold all CIFAR-10 batches; delete it and run again")
     return DataSource("CIFAR-10", folder, False, f"downloaded from {url}, MD5 verified")
+
+
+def export_image_folder(
+    images: torch.Tensor, labels: torch.Tensor, class_names: list[str], dest: str | os.PathLike
+) -> Path:
+    """Write uint8 (N, 3, H, W) images as PNGs in torchvision's ImageFolder layout (dest/<class>/<index>.png).
+
+    Reuses `dest` when it already holds exactly these N files; writes atomically otherwise.
+    """
+    from PIL import Image
+
+    dest = Path(dest)
+    marker = dest / f".complete-{len(images)}"
+    if marker.is_file():
+        return dest
+    staging = dest.with_name(f".{dest.name}.writing")
+    shutil.rmtree(staging, ignore_errors=True)
+    for name in class_names:
+        (staging / name).mkdir(parents=True)
+    array = images.permute(0, 2, 3, 1).numpy()
+    for index, (pixels, label) in enumerate(zip(array, labels.tolist())):
+        Image.fromarray(pixels).save(staging / class_names[label] / f"{index:06d}.png", compress_level=1)
+    (staging / marker.name).touch()
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(staging, dest)
+    return dest

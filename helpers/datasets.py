@@ -21,6 +21,7 @@ from .data import bsds300_split
 from .images import ImageTooSmallError, check_crop_fits, load_rgb_image
 
 SCALES = (2, 3, 4)
+PIXEL_BYTES = 4  # the decoded cache stores RGBX: R, G, B and one padding byte
 
 
 # --- shared pieces -----------------------------------------------------------------------------------------------
@@ -247,7 +248,7 @@ class LazyCropSRDataset(_SeededDataset):
 
 
 def _fingerprint(paths: Sequence[Path], scale: int) -> str:
-    digest = hashlib.blake2b(f"decoded-cache v2 (HWC) x{scale}".encode(), digest_size=16)
+    digest = hashlib.blake2b(f"decoded-cache v3 (HW RGBX) x{scale}".encode(), digest_size=16)
     for path in paths:
         digest.update(str(path.resolve()).encode())
         digest.update(hashlib.blake2b(path.read_bytes(), digest_size=16).digest())
@@ -257,8 +258,8 @@ def _fingerprint(paths: Sequence[Path], scale: int) -> str:
 class DecodedSRCache:
     """Every HR image decoded once and its LR made once, in two contiguous uint8 stores (memory or memory-mapped).
 
-    Images are stored height x width x RGB, so each crop row is one contiguous run of bytes; batches come out as
-    NCHW tensors in channels_last memory format.
+    Images are stored height x width x RGBX (a padding byte per pixel): each crop row is one contiguous run of
+    bytes, and each pixel one 32-bit word, which makes flips and rotations cheap. Batches come out as NCHW uint8.
 
     `sample(batch_size, generator)` takes aligned paired crops (LR origin x scale = HR origin) for a whole batch by
     tensor indexing, with no per-sample Python decoding. With `cache_dir`, the stores are files reused across runs
@@ -288,11 +289,14 @@ class DecodedSRCache:
     def _layout(self, shapes: list[tuple[int, int]]) -> None:
         s = self.scale
         self.shapes = torch.tensor(shapes, dtype=torch.int64)  # (N, 2): HR height, width
-        hr_sizes = 3 * self.shapes[:, 0] * self.shapes[:, 1]
-        lr_sizes = 3 * (self.shapes[:, 0] // s) * (self.shapes[:, 1] // s)
+        hr_sizes = PIXEL_BYTES * self.shapes[:, 0] * self.shapes[:, 1]
+        lr_sizes = PIXEL_BYTES * (self.shapes[:, 0] // s) * (self.shapes[:, 1] // s)
         self.hr_offsets = torch.cumsum(hr_sizes, 0) - hr_sizes
         self.lr_offsets = torch.cumsum(lr_sizes, 0) - lr_sizes
         self.hr_total, self.lr_total = int(hr_sizes.sum()), int(lr_sizes.sum())
+        self._shape_list = self.shapes.tolist()  # plain lists: per-batch work should not go through tensor indexing
+        self._hr_word_offsets = (self.hr_offsets // PIXEL_BYTES).tolist()
+        self._lr_word_offsets = (self.lr_offsets // PIXEL_BYTES).tolist()
 
     def _shapes(self) -> list[tuple[int, int]]:
         shapes = []
@@ -306,8 +310,10 @@ class DecodedSRCache:
             h0, l0 = int(self.hr_offsets[index]), int(self.lr_offsets[index])
             if tuple(hr.shape[1:]) != tuple(self.shapes[index].tolist()):
                 raise ValueError(f"{self.paths[index]}: decoded size {tuple(hr.shape[1:])} differs from its header")
-            hr_store[h0 : h0 + hr.numel()] = hr.permute(1, 2, 0).reshape(-1)  # HWC
-            lr_store[l0 : l0 + lr.numel()] = lr.permute(1, 2, 0).reshape(-1)
+            for store, start, image in ((hr_store, h0, hr), (lr_store, l0, lr)):
+                pixels = store[start : start + PIXEL_BYTES * image[0].numel()].view(-1, PIXEL_BYTES)
+                pixels[:, :3] = image.permute(1, 2, 0).reshape(-1, 3)  # H x W x RGBX
+                pixels[:, 3] = 0
 
     def _build_in_memory(self) -> None:
         self._layout(self._shapes())
@@ -352,21 +358,33 @@ class DecodedSRCache:
         return len(self.paths)
 
     def image(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The whole (lr, hr) uint8 pair of image `index`, as (3, h, w) and (3, H, W) views of the HWC stores."""
+        """The whole (lr, hr) uint8 pair of image `index`, as (3, h, w) and (3, H, W) views of the RGBX stores."""
         height, width = self.shapes[index].tolist()
         h0, l0 = int(self.hr_offsets[index]), int(self.lr_offsets[index])
-        hr = self.hr_store[h0 : h0 + 3 * height * width].view(height, width, 3).permute(2, 0, 1)
+        hr = self.hr_store[h0 : h0 + PIXEL_BYTES * height * width].view(height, width, PIXEL_BYTES)
         lh, lw = height // self.scale, width // self.scale
-        return self.lr_store[l0 : l0 + 3 * lh * lw].view(lh, lw, 3).permute(2, 0, 1), hr
+        lr = self.lr_store[l0 : l0 + PIXEL_BYTES * lh * lw].view(lh, lw, PIXEL_BYTES)
+        return lr[..., :3].permute(2, 0, 1), hr[..., :3].permute(2, 0, 1)
 
-    def _crops(self, store, offsets, heights_widths, ys, xs, crop: int, choices: list[int]) -> torch.Tensor:
-        # One strided view per sample (flipped/rotated as drawn) and one stacked copy: no per-pixel Python work.
-        views = []
-        rows = zip(offsets.tolist(), heights_widths.tolist(), ys.tolist(), xs.tolist(), choices)
-        for offset, (height, width), y, x, choice in rows:
-            image = store[offset : offset + 3 * height * width].view(height, width, 3)
-            views.append(dihedral(image[y : y + crop, x : x + crop], choice, dims=(0, 1)))
-        return torch.stack(views).permute(0, 3, 1, 2)  # NCHW, channels_last in memory
+    def _paired_crops(self, images: list[int], ys: list[int], xs: list[int], hr_crop: int, choices: list[int]):
+        # Each RGBX pixel is one 32-bit word, so flips and 90-degree turns move whole pixels (a turn of 3-byte RGB
+        # pixels costs about five times more); one view per crop, one stacked copy, no per-pixel Python work.
+        s, lr_crop = self.scale, hr_crop // self.scale
+        hr_words, lr_words = self.hr_store.view(torch.int32), self.lr_store.view(torch.int32)
+        hr_views, lr_views = [], []
+        for index, y, x, choice in zip(images, ys, xs, choices):
+            height, width = self._shape_list[index]
+            hr_start, lr_start = self._hr_word_offsets[index], self._lr_word_offsets[index]
+            hr = hr_words[hr_start : hr_start + height * width].view(height, width)
+            lr = lr_words[lr_start : lr_start + (height // s) * (width // s)].view(height // s, width // s)
+            hr_views.append(dihedral(hr[y * s : y * s + hr_crop, x * s : x * s + hr_crop], choice))
+            lr_views.append(dihedral(lr[y : y + lr_crop, x : x + lr_crop], choice))
+        return self._to_rgb(torch.stack(lr_views)), self._to_rgb(torch.stack(hr_views))
+
+    @staticmethod
+    def _to_rgb(words: torch.Tensor) -> torch.Tensor:
+        batch, height, width = words.shape
+        return words.view(torch.uint8).view(batch, height, width, PIXEL_BYTES)[..., :3].permute(0, 3, 1, 2)
 
     def sample(
         self, batch_size: int, hr_crop: int, generator: torch.Generator, augment: bool = True
@@ -385,17 +403,14 @@ class DecodedSRCache:
                     f"{hr_crop}x{hr_crop} crop; use a smaller crop or remove the image"
                 )
             self._checked_crops.add(hr_crop)
-        s, lr_crop = self.scale, hr_crop // self.scale
+        s = self.scale
         images = torch.randint(0, len(self), (batch_size,), generator=generator)
         shapes = self.shapes[images]
         # LR-grid origins: HR origin = LR origin x scale, so the pair is aligned by construction
         ly = (torch.rand(batch_size, generator=generator) * ((shapes[:, 0] - hr_crop) // s + 1)).long()
         lx = (torch.rand(batch_size, generator=generator) * ((shapes[:, 1] - hr_crop) // s + 1)).long()
         choices = torch.randint(0, 8, (batch_size,), generator=generator) if augment else torch.zeros(batch_size)
-        choices = choices.int().tolist()
-        hr = self._crops(self.hr_store, self.hr_offsets[images], shapes, ly * s, lx * s, hr_crop, choices)
-        lr = self._crops(self.lr_store, self.lr_offsets[images], shapes // s, ly, lx, lr_crop, choices)
-        return lr, hr
+        return self._paired_crops(images.tolist(), ly.tolist(), lx.tolist(), hr_crop, choices.int().tolist())
 
 
 class CachedCropLoader:
@@ -449,6 +464,68 @@ class CachedCropLoader:
                 if self.as_float:
                     lr, hr = lr.float().div_(255), hr.float().div_(255)
             yield lr, hr
+
+
+class DeviceSRCropLoader:
+    """The zero-CPU super-resolution pipeline: the decoded HR images as uint8 on the device, paired random crops
+    taken there, LR made there by antialiased bicubic downscale, and the same random flip/rot90 on both.
+
+    Yields float (lr, hr) batches on `device`; the CPU only draws a few random numbers per batch.
+    """
+
+    def __init__(
+        self,
+        cache: DecodedSRCache,
+        batch_size: int,
+        hr_crop: int = 128,
+        batches_per_epoch: int | None = None,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+        augment: bool = True,
+    ) -> None:
+        check_sr_geometry(cache.scale, hr_crop)
+        if (cache.shapes < hr_crop).any():
+            index = int((cache.shapes < hr_crop).any(1).nonzero()[0])
+            raise ImageTooSmallError(f"{cache.paths[index]}: smaller than the {hr_crop}x{hr_crop} crop")
+        self.device = torch.device(device)
+        self.scale, self.batch_size, self.hr_crop, self.augment = cache.scale, batch_size, hr_crop, augment
+        self.batches_per_epoch = batches_per_epoch or max(1, len(cache) // batch_size)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.store = cache.hr_store.to(self.device)  # H x W x RGBX uint8, all images back to back
+        self.offsets = cache.hr_offsets.to(self.device)
+        self.shapes = cache.shapes.to(self.device)
+        self.count = len(cache)
+        ramp = torch.arange(hr_crop, device=self.device)
+        # offsets inside one crop of an image of width W: (row * W + col) * 4 + channel
+        self._rows, self._cols, self._channels = ramp[:, None, None], ramp[None, :, None], torch.arange(3, device=self.device)
+
+    def __len__(self) -> int:
+        return self.batches_per_epoch
+
+    def _batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        s, crop = self.scale, self.hr_crop
+        images = torch.randint(0, self.count, (self.batch_size,), generator=self.generator).to(self.device)
+        heights, widths = self.shapes[images, 0], self.shapes[images, 1]
+        draws = torch.rand(2, self.batch_size, generator=self.generator).to(self.device)
+        ys = (draws[0] * ((heights - crop) // s + 1)).long() * s  # multiples of the scale: LR/HR stay aligned
+        xs = (draws[1] * ((widths - crop) // s + 1)).long() * s
+        w = widths[:, None, None, None]
+        index = (
+            self.offsets[images, None, None, None]
+            + ((ys[:, None, None, None] + self._rows) * w + xs[:, None, None, None] + self._cols) * PIXEL_BYTES
+            + self._channels
+        )
+        hr = self.store[index].permute(0, 3, 1, 2).float().div_(255)  # (B, 3, crop, crop)
+        lr = bicubic_downscale(hr, s)
+        if self.augment:
+            from .augment import paired_dihedral
+
+            lr, hr = paired_dihedral(lr, hr, self.generator)
+        return lr, hr
+
+    def __iter__(self):
+        for _ in range(self.batches_per_epoch):
+            yield self._batch()
 
 
 # --- evaluation --------------------------------------------------------------------------------------------------

@@ -185,3 +185,47 @@ class BackgroundPrefetcher:
         finally:
             stop.set()
             thread.join(timeout=5)
+
+
+class DeviceTensorLoader:
+    """A whole dataset as one uint8 tensor on the device: shuffled index batches and batch augmentation, no DataLoader.
+
+    Every sample appears exactly once per epoch (the last batch may be short unless `drop_last`). `augment` is any
+    module taking and returning a batch on the device (e.g. helpers.augment.cifar_train_augment()).
+    """
+
+    def __init__(
+        self,
+        images: torch.Tensor,
+        labels: torch.Tensor,
+        batch_size: int,
+        device: torch.device | str = "cpu",
+        augment: torch.nn.Module | None = None,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        seed: int = 0,
+    ) -> None:
+        if len(images) != len(labels):
+            raise ValueError(f"{len(images)} images but {len(labels)} labels")
+        self.device = torch.device(device)
+        self.images = images.to(self.device)
+        self.labels = labels.to(self.device)
+        self.batch_size, self.augment, self.shuffle, self.drop_last = batch_size, augment, shuffle, drop_last
+        self.generator = torch.Generator().manual_seed(seed)
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        full, rest = divmod(len(self.images), self.batch_size)
+        return full if self.drop_last or rest == 0 else full + 1
+
+    def __iter__(self):
+        count = len(self.images)
+        order = torch.randperm(count, generator=self.generator) if self.shuffle else torch.arange(count)
+        order = order.to(self.device)
+        self.epoch += 1
+        for start in range(0, len(self) * self.batch_size, self.batch_size):
+            index = order[start : start + self.batch_size]
+            images = self.images.index_select(0, index)
+            if self.augment is not None:
+                images = self.augment(images)
+            yield images, self.labels.index_select(0, index)

@@ -1,8 +1,9 @@
-"""Models the course trains: ESPCN for super-resolution (more arrive with the training notebooks)."""
+"""Models the course trains: ESPCN and a small EDSR-style network for super-resolution, ResNet18 for CIFAR-10."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -10,12 +11,15 @@ class ESPCN(nn.Module):
     """ESPCN (Shi et al., 2016): three convolutions on the LR image, then a pixel shuffle up to HR.
 
     With `scale=1` it is the same network on inputs already upscaled to HR size (the traditional pipeline's input).
+    With `bicubic_skip` it predicts the residual over a bicubic upscale, which trains faster.
     """
 
-    def __init__(self, scale: int = 4, channels: int = 3, features: tuple[int, int] = (64, 32)) -> None:
+    def __init__(
+        self, scale: int = 4, channels: int = 3, features: tuple[int, int] = (64, 32), bicubic_skip: bool = False
+    ) -> None:
         super().__init__()
         first, second = features
-        self.scale = scale
+        self.scale, self.bicubic_skip = scale, bicubic_skip
         self.body = nn.Sequential(
             nn.Conv2d(channels, first, 5, padding=2),
             nn.Tanh(),
@@ -27,4 +31,88 @@ class ESPCN(nn.Module):
 
     def forward(self, lr: torch.Tensor) -> torch.Tensor:
         """Super-resolve a (N, C, h, w) batch to (N, C, h*scale, w*scale)."""
-        return self.body(lr)
+        out = self.body(lr)
+        if self.bicubic_skip and self.scale > 1:
+            out = out + F.interpolate(lr, scale_factor=self.scale, mode="bicubic", align_corners=False)
+        return out
+
+
+class ResidualBlock(nn.Module):
+    """EDSR's residual block: conv-ReLU-conv, no batch norm, the residual scaled before it is added."""
+
+    def __init__(self, features: int, res_scale: float = 1.0) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(features, features, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(features, features, 3, padding=1)
+        )
+        self.res_scale = res_scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x + res_scale * body(x)."""
+        return x + self.body(x) * self.res_scale
+
+
+class SmallEDSR(nn.Module):
+    """An EDSR-baseline-style network (Lim et al., 2017) sized for a time budget: head conv, `blocks` residual
+    blocks of `features` channels with a long skip, pixel-shuffle upsampler, tail conv, plus a bicubic skip.
+
+    EDSR-baseline is 16 blocks of 64 features; 8 blocks of 32 features train usefully in minutes on a CPU.
+    """
+
+    def __init__(self, scale: int = 4, features: int = 32, blocks: int = 8, res_scale: float = 1.0) -> None:
+        super().__init__()
+        self.scale = scale
+        self.head = nn.Conv2d(3, features, 3, padding=1)
+        self.body = nn.Sequential(
+            *[ResidualBlock(features, res_scale) for _ in range(blocks)], nn.Conv2d(features, features, 3, padding=1)
+        )
+        upsample: list[nn.Module] = []
+        if scale in (2, 4):
+            for _ in range(scale // 2):
+                upsample += [nn.Conv2d(features, 4 * features, 3, padding=1), nn.PixelShuffle(2)]
+        elif scale == 3:
+            upsample += [nn.Conv2d(features, 9 * features, 3, padding=1), nn.PixelShuffle(3)]
+        else:
+            raise ValueError(f"scale must be 2, 3 or 4, not {scale}")
+        self.upsample = nn.Sequential(*upsample)
+        self.tail = nn.Conv2d(features, 3, 3, padding=1)
+
+    def forward(self, lr: torch.Tensor) -> torch.Tensor:
+        """Super-resolve a (N, 3, h, w) batch in [0, 1] to (N, 3, h*scale, w*scale)."""
+        head = self.head(lr)
+        features = head + self.body(head)
+        residual = self.tail(self.upsample(features))
+        return residual + F.interpolate(lr, scale_factor=self.scale, mode="bicubic", align_corners=False)
+
+
+def cifar_resnet18(num_classes: int = 10) -> nn.Module:
+    """torchvision's ResNet18 with the CIFAR stem: a 3x3 stride-1 first convolution and no max-pool (32-px inputs)."""
+    from torchvision.models import resnet18
+
+    model = resnet18(weights=None, num_classes=num_classes)
+    model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    return model
+
+
+class SmallConvNet(nn.Module):
+    """A small CNN (four conv blocks, global pooling) for CPU benchmarks and smoke runs; any input size works."""
+
+    def __init__(self, num_classes: int = 10, width: int = 32) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels = 3
+        for multiplier in (1, 2, 4, 8):
+            layers += [
+                nn.Conv2d(channels, width * multiplier, 3, padding=1, bias=False),
+                nn.BatchNorm2d(width * multiplier),
+                nn.ReLU(inplace=True),
+                nn.MaxPool2d(2),
+            ]
+            channels = width * multiplier
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, num_classes))
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Class logits for a (N, 3, H, W) batch."""
+        return self.head(self.features(images))

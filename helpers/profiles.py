@@ -23,6 +23,7 @@ class Profile:
     bench_steps_per_block: int  # steps per fed / pre-made block when a loader feeds a model
     bench_blocks: int  # interleaved blocks of each
     sweep_batches: int  # batches timed per DataLoader setting in a sweep
+    cifar_images: int | None  # training images for the classification ladder (None: all)
 
     @property
     def is_smoke(self) -> bool:
@@ -37,15 +38,15 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         "smoke", "seconds per notebook; checks that every lesson runs (CI)", gallery_images=4, memory_images=3,
-        bench_loader_batches=2, bench_steps_per_block=1, bench_blocks=1, sweep_batches=2,
+        bench_loader_batches=2, bench_steps_per_block=1, bench_blocks=1, sweep_batches=2, cifar_images=512,
     ),
     "cpu": Profile(
         "cpu", "a few minutes per notebook on a laptop CPU", gallery_images=8, memory_images=None,
-        bench_loader_batches=25, bench_steps_per_block=4, bench_blocks=10, sweep_batches=15,
+        bench_loader_batches=25, bench_steps_per_block=4, bench_blocks=10, sweep_batches=15, cifar_images=None,
     ),
     "full": Profile(
         "full", "the real runs, sized for one GPU", gallery_images=12, memory_images=None,
-        bench_loader_batches=100, bench_steps_per_block=10, bench_blocks=10, sweep_batches=60,
+        bench_loader_batches=100, bench_steps_per_block=10, bench_blocks=10, sweep_batches=60, cifar_images=None,
     ),
 }
 

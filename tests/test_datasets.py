@@ -83,7 +83,7 @@ def test_in_memory_naive_holds_float_inputs_at_hr_size(photo_dir):
     cache = DecodedSRCache(photo_dir, scale=4)
     pixels = sum(t.shape[1] * t.shape[2] for t in dataset.targets)
     assert dataset.nbytes == 2 * 3 * pixels * 4  # float32 upscaled input + float32 HR
-    assert cache.nbytes == 3 * pixels + 3 * pixels // 16  # uint8 HR + uint8 LR
+    assert cache.nbytes == 4 * pixels + 4 * pixels // 16  # uint8 RGBX HR + uint8 RGBX LR
 
 
 def test_same_seed_same_crops_and_different_seed_different_crops(photo_dir):

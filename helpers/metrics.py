@@ -1,0 +1,64 @@
+"""Metrics as papers compute them: PSNR and SSIM on the BT.601 Y channel with the border cropped, and top-1 accuracy."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def rgb_to_y(images: torch.Tensor) -> torch.Tensor:
+    """Y of BT.601 studio range, as MATLAB's rgb2ycbcr: RGB in [0, 1] -> Y in [16, 235], shape (N, 1, H, W)."""
+    if images.ndim != 4 or images.shape[1] != 3:
+        raise ValueError(f"expected an (N, 3, H, W) RGB batch, got shape {tuple(images.shape)}")
+    weights = torch.tensor([65.481, 128.553, 24.966], dtype=torch.float64, device=images.device).view(1, 3, 1, 1)
+    return 16.0 + (images.double() * weights).sum(dim=1, keepdim=True)
+
+
+def _prepare(sr: torch.Tensor, hr: torch.Tensor, scale: int) -> tuple[torch.Tensor, torch.Tensor]:
+    if sr.shape != hr.shape:
+        raise ValueError(f"SR and HR shapes differ: {tuple(sr.shape)} vs {tuple(hr.shape)}")
+    sr_y, hr_y = rgb_to_y(sr.clamp(0, 1)), rgb_to_y(hr.clamp(0, 1))
+    if scale > 0:
+        sr_y, hr_y = sr_y[..., scale:-scale, scale:-scale], hr_y[..., scale:-scale, scale:-scale]
+    return sr_y, hr_y
+
+
+def psnr_y(sr: torch.Tensor, hr: torch.Tensor, scale: int) -> torch.Tensor:
+    """Per-image PSNR (dB) on Y with `scale` border pixels cropped; identical images give +inf."""
+    sr_y, hr_y = _prepare(sr, hr, scale)
+    mse = (sr_y - hr_y).pow(2).mean(dim=(1, 2, 3))
+    return 10 * torch.log10(255.0**2 / mse)  # mse == 0 -> +inf, as it should be
+
+
+def _gaussian_window(size: int = 11, sigma: float = 1.5, device: torch.device | None = None) -> torch.Tensor:
+    coords = torch.arange(size, dtype=torch.float64, device=device) - (size - 1) / 2
+    kernel = torch.exp(-(coords**2) / (2 * sigma**2))
+    kernel = kernel / kernel.sum()
+    return (kernel[:, None] * kernel[None, :]).view(1, 1, size, size)
+
+
+def ssim_y(sr: torch.Tensor, hr: torch.Tensor, scale: int) -> torch.Tensor:
+    """Per-image SSIM on Y (0..255) with `scale` border pixels cropped, as the reference MATLAB code computes it.
+
+    Hand-written because the standard evaluates only where the 11x11 Gaussian window (sigma 1.5) fits inside the
+    image ('valid' filtering, as MATLAB's ssim_index and BasicSR do); kornia's SSIM pads the borders instead.
+    """
+    sr_y, hr_y = _prepare(sr, hr, scale)
+    window = _gaussian_window(device=sr_y.device)
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    mu_x, mu_y = F.conv2d(sr_y, window), F.conv2d(hr_y, window)
+    sigma_x = F.conv2d(sr_y * sr_y, window) - mu_x**2
+    sigma_y = F.conv2d(hr_y * hr_y, window) - mu_y**2
+    sigma_xy = F.conv2d(sr_y * hr_y, window) - mu_x * mu_y
+    ssim_map = ((2 * mu_x * mu_y + c1) * (2 * sigma_xy + c2)) / ((mu_x**2 + mu_y**2 + c1) * (sigma_x + sigma_y + c2))
+    return ssim_map.mean(dim=(1, 2, 3))
+
+
+def bicubic_upscale(lr: torch.Tensor, scale: int) -> torch.Tensor:
+    """The bicubic baseline: upscale an LR batch by `scale` (the reference every SR table compares against)."""
+    return F.interpolate(lr, scale_factor=scale, mode="bicubic", align_corners=False).clamp(0, 1)
+
+
+def top1_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """Share of samples whose highest logit is the label."""
+    return float((logits.argmax(dim=1) == labels).float().mean())

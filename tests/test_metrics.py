@@ -1,0 +1,76 @@
+"""Metrics against independent references: scikit-image's PSNR and SSIM on a Y channel computed from the formula."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+from helpers.metrics import bicubic_upscale, psnr_y, rgb_to_y, ssim_y, top1_accuracy
+
+
+def _y_by_formula(image: np.ndarray) -> np.ndarray:
+    """MATLAB rgb2ycbcr's Y for an (H, W, 3) float RGB image in [0, 1]."""
+    return 16 + 65.481 * image[..., 0] + 128.553 * image[..., 1] + 24.966 * image[..., 2]
+
+
+@pytest.fixture
+def pair():
+    rng = np.random.default_rng(0)
+    hr = rng.random((2, 3, 40, 48))
+    sr = np.clip(hr + rng.normal(0, 0.05, hr.shape), 0, 1)
+    return torch.from_numpy(sr).float(), torch.from_numpy(hr).float()
+
+
+def test_y_channel_matches_the_formula(pair):
+    sr, _ = pair
+    expected = _y_by_formula(sr[0].permute(1, 2, 0).double().numpy())
+    np.testing.assert_allclose(rgb_to_y(sr)[0, 0].numpy(), expected, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [2, 4])
+def test_psnr_and_ssim_match_scikit_image_on_y(pair, scale):
+    sr, hr = pair
+    psnr, ssim = psnr_y(sr, hr, scale), ssim_y(sr, hr, scale)
+    for index in range(len(sr)):
+        y_sr = _y_by_formula(sr[index].permute(1, 2, 0).double().numpy())[scale:-scale, scale:-scale]
+        y_hr = _y_by_formula(hr[index].permute(1, 2, 0).double().numpy())[scale:-scale, scale:-scale]
+        assert psnr[index].item() == pytest.approx(peak_signal_noise_ratio(y_hr, y_sr, data_range=255), abs=1e-6)
+        reference = structural_similarity(
+            y_hr, y_sr, data_range=255, gaussian_weights=True, sigma=1.5, use_sample_covariance=False
+        )
+        assert ssim[index].item() == pytest.approx(reference, abs=1e-6)
+
+
+def test_identical_images_give_infinite_psnr_and_unit_ssim(pair):
+    _, hr = pair
+    assert math.isinf(psnr_y(hr, hr, 4)[0].item()) and psnr_y(hr, hr, 4)[0].item() > 0
+    assert ssim_y(hr, hr, 4)[0].item() == pytest.approx(1.0)
+
+
+def test_a_known_noise_level_gives_its_known_psnr():
+    hr = torch.full((1, 3, 64, 64), 0.5)
+    # +-d on every pixel of Y: MSE = d^2 exactly, so PSNR = 20 log10(255 / d)
+    d = 2.0
+    y_step = d / (65.481 + 128.553 + 24.966)  # an equal RGB change moves Y by the sum of the weights
+    signs = torch.where(torch.rand(1, 1, 64, 64, generator=torch.Generator().manual_seed(0)) < 0.5, -1.0, 1.0)
+    sr = hr + y_step * signs
+    assert psnr_y(sr, hr, 4).item() == pytest.approx(20 * math.log10(255 / d), abs=1e-3)
+
+
+def test_border_is_cropped():
+    hr = torch.rand(1, 3, 32, 32)
+    sr = hr.clone()
+    sr[..., :4, :] = 0  # damage only the 4-pixel border
+    assert math.isinf(psnr_y(sr, hr, 4).item())
+    assert not math.isinf(psnr_y(sr, hr, 2).item())
+
+
+def test_bicubic_baseline_and_accuracy():
+    lr = torch.rand(2, 3, 8, 8)
+    assert bicubic_upscale(lr, 4).shape == (2, 3, 32, 32)
+    logits = torch.tensor([[2.0, 1.0], [0.0, 3.0], [5.0, 1.0]])
+    assert top1_accuracy(logits, torch.tensor([0, 1, 1])) == pytest.approx(2 / 3)
