@@ -191,7 +191,9 @@ class DeviceTensorLoader:
     """A whole dataset as one uint8 tensor on the device: shuffled index batches and batch augmentation, no DataLoader.
 
     Every sample appears exactly once per epoch (the last batch may be short unless `drop_last`). `augment` is any
-    module taking and returning a batch on the device (e.g. helpers.augment.cifar_train_augment()).
+    module taking and returning a batch on the device (e.g. helpers.augment.cifar_train_augment()). With
+    `world_size` > 1, every rank draws the same permutation (same `seed`) and keeps its own disjoint shard of it,
+    cut to equal lengths so all ranks take the same number of steps.
     """
 
     def __init__(
@@ -204,9 +206,14 @@ class DeviceTensorLoader:
         shuffle: bool = True,
         drop_last: bool = False,
         seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
         if len(images) != len(labels):
             raise ValueError(f"{len(images)} images but {len(labels)} labels")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is outside world_size {world_size}")
+        self.rank, self.world_size = rank, world_size
         self.device = torch.device(device)
         self.images = images.to(self.device)
         self.labels = labels.to(self.device)
@@ -214,17 +221,24 @@ class DeviceTensorLoader:
         self.generator = torch.Generator().manual_seed(seed)
         self.epoch = 0
 
+    def _shard_size(self) -> int:
+        return len(self.images) // self.world_size
+
     def __len__(self) -> int:
-        full, rest = divmod(len(self.images), self.batch_size)
+        full, rest = divmod(self._shard_size(), self.batch_size)
         return full if self.drop_last or rest == 0 else full + 1
 
     def __iter__(self):
         count = len(self.images)
         order = torch.randperm(count, generator=self.generator) if self.shuffle else torch.arange(count)
+        if self.world_size > 1:
+            order = order[self.rank :: self.world_size][: self._shard_size()]
         order = order.to(self.device)
         self.epoch += 1
-        for start in range(0, len(self) * self.batch_size, self.batch_size):
+        for start in range(0, len(order), self.batch_size):
             index = order[start : start + self.batch_size]
+            if len(index) < self.batch_size and self.drop_last:
+                return
             images = self.images.index_select(0, index)
             if self.augment is not None:
                 images = self.augment(images)

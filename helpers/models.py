@@ -116,3 +116,21 @@ class SmallConvNet(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Class logits for a (N, 3, H, W) batch."""
         return self.head(self.features(images))
+
+
+class PatchDiscriminator(nn.Module):
+    """A small convolutional discriminator for GAN super-resolution: one realness logit per image patch."""
+
+    def __init__(self, features: int = 32) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels = 3
+        for multiplier in (1, 2, 4):
+            layers += [nn.Conv2d(channels, features * multiplier, 4, stride=2, padding=1), nn.LeakyReLU(0.2, True)]
+            channels = features * multiplier
+        layers.append(nn.Conv2d(channels, 1, 3, padding=1))
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Patch logits, (N, 1, H/8, W/8)."""
+        return self.body(images)

@@ -14,6 +14,27 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
+RESULTS_ENV_VAR = "COURSE_RESULTS_FILE"
+
+
+def record_result(title: str, text: str) -> bool:
+    """Hand a notebook's table or headline to the course report (a no-op outside `make course`); True if recorded.
+
+    The runner sets COURSE_RESULTS_FILE; each call appends one block, shown in the summary in order.
+    """
+    target = os.environ.get(RESULTS_ENV_VAR)
+    if not target:
+        return False
+    with open(target, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"title": title, "text": text}) + "\n")
+    return True
+
+
+def read_results(path: Path) -> list[dict[str, str]]:
+    """The blocks recorded during a run, in order."""
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 @dataclass
@@ -60,9 +81,10 @@ def execute_notebook(path: Path, out_dir: Path, cell_timeout: int = 1800) -> Not
     from nbconvert import HTMLExporter
 
     notebook = nbformat.read(path, as_version=4)
+    kernel_manager = _current_env_kernel_manager()
     client = NotebookClient(
         notebook,
-        km=_current_env_kernel_manager(),
+        km=kernel_manager,
         timeout=cell_timeout,
         resources={"metadata": {"path": str(path.parent)}},
     )
@@ -74,6 +96,9 @@ def execute_notebook(path: Path, out_dir: Path, cell_timeout: int = 1800) -> Not
         error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
     except Exception as exc:  # noqa: BLE001 (a dead kernel or timeout is reported, and the next notebook still runs)
         error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if kernel_manager.has_kernel:  # nbclient leaves a kernel it did not start running: stop it before the next
+            kernel_manager.shutdown_kernel(now=True)
     seconds = time.perf_counter() - start
     code = [c for c in notebook.cells if c.cell_type == "code"]
     executed = sum(1 for c in code if c.get("execution_count"))
@@ -96,9 +121,14 @@ def _rows(runs: list[NotebookRun], out_dir: Path) -> list[tuple[str, str, str, s
 
 
 def write_report(
-    runs: list[NotebookRun], environment: dict, profile: str, sources: list[str], out_dir: Path
+    runs: list[NotebookRun],
+    environment: dict,
+    profile: str,
+    sources: list[str],
+    out_dir: Path,
+    results: list[dict[str, str]] | None = None,
 ) -> tuple[Path, Path]:
-    """Write `summary.md` and `index.html` for a course run; return their paths."""
+    """Write `summary.md` and `index.html` (environment, profile, data, notebooks, recorded results); return paths."""
     from .env import format_environment_report
 
     rows = _rows(runs, out_dir)
@@ -117,6 +147,8 @@ def write_report(
         *[f"| [{n}]({link}) | {s} | {c} | {st} |" for n, s, c, st, link in rows],
         "",
     ]
+    for block in results or []:
+        md += [f"## {block['title']}", "", block["text"], ""]
     summary = out_dir / "summary.md"
     summary.write_text("\n".join(md), encoding="utf-8")
     esc = html.escape
@@ -134,6 +166,7 @@ def write_report(
         + "<table><tr><th>notebook</th><th>seconds</th><th>code cells run</th><th>status</th></tr>"
         + table
         + "</table>"
+        + "".join(f"<h2>{esc(b['title'])}</h2><pre>{esc(b['text'])}</pre>" for b in results or [])
     )
     index = out_dir / "index.html"
     index.write_text(page, encoding="utf-8")
@@ -151,6 +184,10 @@ def run_course(profile: str = "auto", out_dir: Path = REPORTS_DIR, notebooks: li
 
     name = resolve_profile_name(profile)
     os.environ[PROFILE_ENV_VAR] = name  # every notebook's kernel inherits it
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_file = out_dir / "results.jsonl"
+    results_file.unlink(missing_ok=True)
+    os.environ[RESULTS_ENV_VAR] = str(results_file)
     environment = environment_report()
     print(f"profile: {name}\nenvironment: {format_environment_report(environment)}")
     sources = [prepare_bsds300().describe(), prepare_cifar10().describe()]
@@ -162,7 +199,7 @@ def run_course(profile: str = "auto", out_dir: Path = REPORTS_DIR, notebooks: li
         run = execute_notebook(path, out_dir / "notebooks")
         tqdm.write(f"{run.name}: {'ok' if run.ok else 'FAILED (' + str(run.error) + ')'} in {run.seconds:.1f} s")
         runs.append(run)
-    summary, index = write_report(runs, environment, name, sources, out_dir)
+    summary, index = write_report(runs, environment, name, sources, out_dir, read_results(results_file))
     print(f"\nexecuted notebooks: {out_dir / 'notebooks'}\nreport: {index}\nsummary: {summary}")
     failed = [r.name for r in runs if not r.ok]
     if failed:

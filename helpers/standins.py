@@ -63,7 +63,7 @@ def _bsds_tiles(photo: np.ndarray) -> list[np.ndarray]:
 
 def _write_atomically(dest: Path, fill) -> Path:
     """Build a folder in a staging place with `fill(staging)`, then move it to `dest` in one rename."""
-    staging = dest.with_name(f".{dest.name}.writing")
+    staging = dest.with_name(f".{dest.name}.writing-{os.getpid()}")  # per process: concurrent writers never collide
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     fill(staging)
@@ -71,8 +71,16 @@ def _write_atomically(dest: Path, fill) -> Path:
         f"stand-in version {STANDIN_VERSION}\nOffline stand-in made from scikit-image's photographs; "
         "numbers from it are not BSD100 or CIFAR-10 results.\n"
     )
+    if standin_is_current(dest):  # another process finished first: keep its copy
+        shutil.rmtree(staging, ignore_errors=True)
+        return dest
     shutil.rmtree(dest, ignore_errors=True)
-    os.replace(staging, dest)
+    try:
+        os.replace(staging, dest)
+    except OSError:  # another process renamed its copy in between
+        shutil.rmtree(staging, ignore_errors=True)
+        if not standin_is_current(dest):
+            raise
     return dest
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,12 @@ class TrainStep:
                 f"loss is {value} at micro-batch {self.micro_batches} (optimizer step {self.optimizer_steps}, "
                 f"precision {self.precision}); lower the learning rate, check the inputs for NaNs, or use fp32/bf16"
             )
-        self.scaler.scale(loss / self.accumulation_steps).backward()
+        last_of_group = self.pending + 1 == self.accumulation_steps
+        if hasattr(self.model, "no_sync") and not last_of_group:
+            with self.model.no_sync():  # DDP: all-reduce gradients once per group, not per micro-batch
+                self.scaler.scale(loss / self.accumulation_steps).backward()
+        else:
+            self.scaler.scale(loss / self.accumulation_steps).backward()
         self.pending += 1
         self.micro_batches += 1
         if self.pending == self.accumulation_steps:
@@ -142,6 +148,40 @@ class TrainStep:
         self.micro_batches = state["micro_batches"]
         self.optimizer_steps = state["optimizer_steps"]
         self.skipped_steps = state["skipped_steps"]
+
+
+def gan_sr_step(
+    generator: nn.Module,
+    discriminator: nn.Module,
+    device: torch.device | str,
+    adversarial_weight: float = 1e-3,
+    lr: float = 1e-4,
+) -> Callable[[tuple[torch.Tensor, torch.Tensor]], dict[str, float]]:
+    """One GAN super-resolution iteration on one (LR, HR) batch: a discriminator step on real HR against the
+    generator's output, then a generator step (L1 + a small adversarial term). Both models use the same batch,
+    so a single loader feeds them."""
+    g_optimizer = torch.optim.Adam(generator.parameters(), lr=lr, betas=(0.9, 0.99))
+    d_optimizer = torch.optim.Adam(discriminator.parameters(), lr=lr, betas=(0.9, 0.99))
+    bce = nn.BCEWithLogitsLoss()
+    device = torch.device(device)
+
+    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> dict[str, float]:
+        lr_images, hr = (t.to(device, non_blocking=True) for t in batch)
+        lr_images, hr = (t.float().div_(255) if t.dtype == torch.uint8 else t for t in (lr_images, hr))
+        fake = generator(lr_images)
+        d_optimizer.zero_grad(set_to_none=True)
+        real_logits, fake_logits = discriminator(hr), discriminator(fake.detach())
+        d_loss = bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits))
+        d_loss.backward()
+        d_optimizer.step()
+        g_optimizer.zero_grad(set_to_none=True)
+        judged = discriminator(fake)
+        g_loss = nn.functional.l1_loss(fake, hr) + adversarial_weight * bce(judged, torch.ones_like(judged))
+        g_loss.backward()
+        g_optimizer.step()
+        return {"d_loss": float(d_loss.detach()), "g_loss": float(g_loss.detach())}
+
+    return step
 
 
 # --- checkpoints -------------------------------------------------------------------------------------------------
@@ -251,7 +291,7 @@ def fit(
     max_steps: int | None = None,
     after_step: Callable[[int], None] | None = None,
     progress: bool = True,
-    is_main_process: bool = True,
+    context: Any = None,
 ) -> list[dict[str, Any]]:
     """Train `model` for `epochs` passes over `loader` (or `max_steps` micro-batches), evaluating every `eval_every`
     epochs; checkpoint atomically every epoch and when interrupted; with `resume`, continue exactly where the last
@@ -260,10 +300,18 @@ def fit(
     Exact resumption needs a loader whose randomness comes from its `generator` attribute and the global RNGs
     (every loader in helpers does): the checkpoint keeps the generator's state at the start of the epoch and the
     number of batches done, and a resumed run replays the epoch's draws up to there.
+
+    Under torchrun, pass the DDP-wrapped model and the DistributedContext: only rank 0 writes checkpoints, history
+    and progress, the training loss is averaged over ranks, and a DistributedSampler is told the epoch.
     """
     from tqdm import tqdm
 
+    from .distributed import DistributedContext, all_reduce_sum, unwrap_model
+
+    context = context or DistributedContext(device=torch.device(device))
+    is_main_process = context.is_main
     device = torch.device(device)
+    plain_model = unwrap_model(model)
     step = TrainStep(model, optimizer, loss_fn, device, precision, accumulation_steps, channels_last, scheduler,
                      batch_transform=batch_transform)  # fmt: skip
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -275,7 +323,7 @@ def fit(
         if folder is None:
             raise ValueError("resume needs a checkpoint_dir")
         state = load_checkpoint(folder / "last.pt", map_location=device)
-        model.load_state_dict(state["model"])
+        plain_model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step.load_state_dict(state["step"])
         if scheduler is not None and state.get("scheduler") is not None:
@@ -287,14 +335,14 @@ def fit(
             generator.set_state(state["loader_generator"])
         resume_rng = state["rng"]
     epoch, batch_in_epoch, epoch_generator_state = start_epoch, skip_batches, None
-    group_start: tuple[int, int, dict[str, Any]] | None = None
+    resume_point: tuple[int, int, dict[str, Any] | None] = (-1, 0, None)
 
     def checkpoint(rng: dict[str, Any] | None = None) -> None:
         if folder is None or not is_main_process:
             return
         save_checkpoint(
             {
-                "model": model.state_dict(),
+                "model": plain_model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "step": step.state_dict(),
@@ -324,6 +372,9 @@ def fit(
             if epoch != start_epoch or not resume:
                 batch_in_epoch = 0
             epoch_generator_state = generator.get_state() if generator is not None else None
+            sampler = getattr(loader, "sampler", None)
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)  # DistributedSampler: a new shuffle each epoch, the same on every rank
             model.train()
             losses: list[float] = []
             iterator = iter(loader)
@@ -331,16 +382,19 @@ def fit(
                 for _ in range(skip_batches):  # replay this epoch's draws up to where the checkpoint was taken
                     next(iterator)
                 set_rng_states(resume_rng)
+            resume_point = (batch_in_epoch, step.micro_batches, rng_states())
             started = time.perf_counter()
             while max_steps is None or step.micro_batches < max_steps:
-                if step.pending == 0:  # a group starts: where a resumed run would pick up
-                    group_start = (batch_in_epoch, step.micro_batches, rng_states())
+                if step.pending == 0 and resume_point[0] != batch_in_epoch:
+                    resume_point = (batch_in_epoch, step.micro_batches, rng_states())
                 try:
                     inputs, targets = next(iterator)
                 except StopIteration:
                     break
                 losses.append(step(inputs, targets))
                 batch_in_epoch += 1
+                if step.pending == 0:  # an optimizer step just completed: a consistent point to resume from
+                    resume_point = (batch_in_epoch, step.micro_batches, rng_states())
                 bar.update(1)
                 if after_step is not None:
                     after_step(step.micro_batches)
@@ -348,17 +402,18 @@ def fit(
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             trained_seconds += time.perf_counter() - started
+            loss_sum, loss_count = all_reduce_sum([sum(losses), len(losses)], context)
             record: dict[str, Any] = {
                 "epoch": epoch + 1,
                 "micro_batches": step.micro_batches,
                 "optimizer_steps": step.optimizer_steps,
                 "skipped_steps": step.skipped_steps,
-                "train_loss": sum(losses) / max(len(losses), 1),
+                "train_loss": loss_sum / max(loss_count, 1),
                 "trained_seconds": trained_seconds,
                 "lr": optimizer.param_groups[0]["lr"],
             }
             if evaluate is not None and ((epoch + 1) % eval_every == 0 or epoch + 1 == epochs):
-                record.update(evaluate(model))
+                record.update(evaluate(plain_model))
             history.append(record)
             bar.set_postfix({k: round(v, 4) for k, v in record.items() if isinstance(v, float)}, refresh=False)
             epoch, batch_in_epoch = epoch + 1, 0
@@ -366,14 +421,286 @@ def fit(
             checkpoint()
             write_history()
     except KeyboardInterrupt:
-        # Mid-epoch: keep the epoch's starting generator state and go back to the start of the unfinished
-        # accumulation group (its gradients are not saved), with the global RNGs as they were there.
-        if group_start is not None:
-            batch_in_epoch, step.micro_batches, group_rng = group_start
+        # Mid-epoch: keep the epoch's starting generator state and go back to the last completed optimizer step
+        # (the gradients of an unfinished accumulation group are not saved), with the global RNGs as they were.
+        if resume_point[2] is not None:
+            batch_in_epoch, step.micro_batches, point_rng = resume_point
             step.pending = 0
-            checkpoint(rng=group_rng)
+            checkpoint(rng=point_rng)
         write_history()
         raise
     finally:
         bar.close()
     return history
+
+
+# --- evaluation --------------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def evaluate_sr(
+    model: nn.Module, dataset: Any, scale: int, device: torch.device | str, context: Any = None
+) -> dict[str, Any]:
+    """PSNR-Y and SSIM-Y (standard protocol) of the model and of bicubic on whole images; means and per-image values.
+
+    Under torchrun each rank evaluates its share of the images and the means are reduced over ranks (the
+    per-image lists are this rank's).
+    """
+    from .distributed import DistributedContext, all_reduce_sum, shard_range
+    from .metrics import bicubic_upscale, psnr_y, ssim_y
+
+    device = torch.device(device)
+    context = context or DistributedContext(device=device)
+    was_training = model.training
+    model.eval()
+    rows = []
+    for index in range(len(dataset))[shard_range(len(dataset), context)]:
+        lr, hr = dataset[index]
+        lr, hr = lr[None].to(device), hr[None].to(device)
+        sr = model(lr).float().clamp(0, 1)
+        bicubic = bicubic_upscale(lr, scale)
+        rows.append(
+            (psnr_y(sr, hr, scale).item(), ssim_y(sr, hr, scale).item(),
+             psnr_y(bicubic, hr, scale).item(), ssim_y(bicubic, hr, scale).item())
+        )  # fmt: skip
+    model.train(was_training)
+    *sums, count = all_reduce_sum([sum(r[i] for r in rows) for i in range(4)] + [len(rows)], context)
+    means = [total / count for total in sums]
+    return {
+        "psnr_y": means[0],
+        "ssim_y": means[1],
+        "bicubic_psnr_y": means[2],
+        "bicubic_ssim_y": means[3],
+        "psnr_gain_db": means[0] - means[2],
+        "per_image_psnr_y": [r[0] for r in rows],
+        "per_image_bicubic_psnr_y": [r[2] for r in rows],
+    }
+
+
+@torch.no_grad()
+def evaluate_classifier(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, preprocess: nn.Module, device: torch.device | str,
+    batch_size: int = 500, precision: str = "fp32", context: Any = None,
+) -> dict[str, float]:  # fmt: skip
+    """Top-1 accuracy of `model` on uint8 images, preprocessed on the device (each rank counts its share, then the
+    counts are summed over ranks)."""
+    from .distributed import DistributedContext, all_reduce_sum, shard_range
+
+    device = torch.device(device)
+    context = context or DistributedContext(device=device)
+    share = shard_range(len(images), context)
+    images, labels = images[share], labels[share]
+    was_training = model.training
+    model.eval()
+    correct = 0
+    dtype = autocast_dtype(precision)
+    for start in range(0, len(images), batch_size):
+        batch = preprocess(images[start : start + batch_size].to(device, non_blocking=True))
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            logits = model(batch)
+        correct += int((logits.argmax(1) == labels[start : start + batch_size].to(device)).sum())
+    model.train(was_training)
+    correct_total, count_total = all_reduce_sum([correct, len(images)], context)
+    return {"top1": correct_total / max(count_total, 1)}
+
+
+# --- recipes: the course's two training runs, sized by profile ---------------------------------------------------
+
+SR_SIZES: dict[str, dict[str, Any]] = {
+    # features/blocks of SmallEDSR, HR crop, batch, optimizer steps (= epochs x batches_per_epoch), peak LR
+    "smoke": {"features": 8, "blocks": 1, "hr_crop": 32, "batch": 4, "epochs": 2, "batches_per_epoch": 2, "lr": 2e-3},
+    "cpu": {"features": 32, "blocks": 8, "hr_crop": 96, "batch": 16, "epochs": 8, "batches_per_epoch": 100, "lr": 2e-3},
+    "full": {"features": 64, "blocks": 16, "hr_crop": 192, "batch": 16, "epochs": 30, "batches_per_epoch": 500,
+             "lr": 1e-3},
+}  # fmt: skip
+CIFAR_SIZES: dict[str, dict[str, Any]] = {
+    "smoke": {"images": 256, "batch": 64, "epochs": 1, "lr": 0.1, "model": "small"},
+    "cpu": {"images": None, "batch": 128, "epochs": 3, "lr": 0.2, "model": "resnet18"},
+    "full": {"images": None, "batch": 512, "epochs": 10, "lr": 0.4, "model": "resnet18"},
+}
+
+
+@dataclass
+class Recipe:
+    """Everything one training run needs, built for a profile and a device."""
+
+    task: str
+    description: str
+    model: nn.Module
+    loader: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    evaluate: Callable[[nn.Module], dict[str, Any]]
+    epochs: int
+    precision: str
+    data: str
+    channels_last: bool = False
+    eval_every: int = 1
+
+
+def fastest_precision(device: torch.device) -> str:
+    """bf16 where the device supports it (CUDA with bf16, or a CPU), else fp16 on CUDA."""
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "bf16"
+
+
+def sr_recipe(profile_name: str, device: torch.device, scale: int = 4, seed: int = 0, context: Any = None) -> Recipe:
+    """SmallEDSR on BSDS300-train (or its stand-in) with paired crops from the decoded cache, evaluated on the test
+    split (BSD100) by the standard protocol; on CUDA the crops are cut on the device (the zero-CPU pipeline)."""
+    from .data import bsds300_split, prepare_bsds300
+    from .datasets import CachedCropLoader, DecodedSRCache, DeviceSRCropLoader, SREvalDataset
+    from .distributed import rank_seed
+    from .env import seed_everything
+    from .models import SmallEDSR
+
+    sizes = SR_SIZES[profile_name]
+    rank = context.rank if context is not None else 0
+    seed_everything(seed)
+    source = prepare_bsds300(progress=False)
+    cache = DecodedSRCache(bsds300_split(source.root, "train"), scale=scale)
+    loader_type = DeviceSRCropLoader if device.type == "cuda" else CachedCropLoader
+    # each rank draws its own crops: a different stream per rank, reproducible from one seed
+    loader = loader_type(cache, sizes["batch"], sizes["hr_crop"], sizes["batches_per_epoch"], rank_seed(seed, rank), device)
+    model = SmallEDSR(scale, sizes["features"], sizes["blocks"]).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=sizes["lr"], betas=(0.9, 0.99))
+    total = sizes["epochs"] * sizes["batches_per_epoch"]
+    scheduler = make_scheduler(optimizer, "onecycle", total, sizes["lr"])
+    test = SREvalDataset(source.root, scale=scale)
+    return Recipe(
+        task="sr",
+        description=(
+            f"SmallEDSR({sizes['features']} features, {sizes['blocks']} blocks) x{scale}, {sizes['hr_crop']}-px HR "
+            f"crops, batch {sizes['batch']}, {total} steps, Adam + OneCycle, L1, fp32 on {device}"
+        ),
+        model=model,
+        loader=loader,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loss_fn=nn.L1Loss(),
+        evaluate=lambda m: evaluate_sr(m, test, scale, device, context),
+        epochs=sizes["epochs"],
+        precision="fp32",
+        data=source.describe(),
+        eval_every=2 if profile_name != "smoke" else 1,
+    )
+
+
+def cifar_recipe(
+    profile_name: str, device: torch.device, seed: int = 0, label_smoothing: float = 0.1, context: Any = None
+) -> Recipe:
+    """ResNet18 (CIFAR stem) on CIFAR-10 (or its stand-in) from a whole-dataset-on-device loader with kornia batch
+    augmentation, SGD + OneCycle, label smoothing, mixed precision; top-1 on the test split after each epoch."""
+    from .augment import cifar_train_augment, normalize_only
+    from .data import load_cifar10, prepare_cifar10
+    from .env import seed_everything
+    from .loading import DeviceTensorLoader
+    from .models import SmallConvNet, cifar_resnet18
+
+    sizes = CIFAR_SIZES[profile_name]
+    seed_everything(seed)
+    source = prepare_cifar10(progress=False)
+    images, labels = load_cifar10(source.root, train=True)
+    test_images, test_labels = load_cifar10(source.root, train=False)
+    if sizes["images"]:
+        images, labels = images[: sizes["images"]], labels[: sizes["images"]]
+        test_images, test_labels = test_images[: sizes["images"]], test_labels[: sizes["images"]]
+    rank, world_size = (context.rank, context.world_size) if context is not None else (0, 1)
+    loader = DeviceTensorLoader(images, labels, sizes["batch"], device, cifar_train_augment().to(device),
+                                drop_last=True, seed=seed, rank=rank, world_size=world_size)  # fmt: skip
+    model = (cifar_resnet18() if sizes["model"] == "resnet18" else SmallConvNet(width=16)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=sizes["lr"], momentum=0.9, nesterov=True, weight_decay=5e-4)
+    scheduler = make_scheduler(optimizer, "onecycle", sizes["epochs"] * len(loader), sizes["lr"])
+    precision = fastest_precision(device)
+    preprocess = normalize_only().to(device)
+    test_images, test_labels = test_images.to(device), test_labels.to(device)
+    return Recipe(
+        task="cifar",
+        description=(
+            f"{'ResNet18 (CIFAR stem)' if sizes['model'] == 'resnet18' else 'small CNN'}, {len(images)} images, "
+            f"batch {sizes['batch']}, {sizes['epochs']} epochs, SGD + OneCycle (peak {sizes['lr']}), label smoothing "
+            f"{label_smoothing}, {precision}, channels_last on {device}"
+        ),
+        model=model,
+        loader=loader,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loss_fn=nn.CrossEntropyLoss(label_smoothing=label_smoothing),
+        evaluate=lambda m: evaluate_classifier(
+            m, test_images, test_labels, preprocess, device, precision=precision, context=context
+        ),
+        epochs=sizes["epochs"],
+        precision=precision,
+        data=source.describe(),
+        channels_last=True,
+    )
+
+
+def run_recipe(
+    recipe: Recipe,
+    checkpoint_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    context: Any = None,
+) -> list[dict[str, Any]]:
+    """Train a recipe with `fit` (checkpoints and history in `checkpoint_dir`; DDP when `context` has several ranks)."""
+    from .distributed import wrap_model
+
+    model = wrap_model(recipe.model, context) if context is not None else recipe.model
+    return fit(
+        model, recipe.loader, epochs=recipe.epochs, device=next(recipe.model.parameters()).device,
+        optimizer=recipe.optimizer, loss_fn=recipe.loss_fn, scheduler=recipe.scheduler, evaluate=recipe.evaluate,
+        eval_every=recipe.eval_every, precision=recipe.precision, channels_last=recipe.channels_last,
+        checkpoint_dir=checkpoint_dir, resume=resume, progress=progress, context=context,
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: python -m helpers.train sr|cifar [--profile P] [--checkpoint-dir D] [--resume] [--scale S]."""
+    import argparse
+
+    from .distributed import cleanup_distributed, init_distributed, local_main_first, rank_seed
+    from .env import environment_report, format_environment_report, seed_everything
+    from .profiles import resolve_profile
+
+    parser = argparse.ArgumentParser(
+        description="Train the course's SR or CIFAR model outside the notebooks (single process, or under torchrun)."
+    )
+    parser.add_argument("task", choices=["sr", "cifar"])
+    parser.add_argument("--profile", default="auto", help="auto, smoke, cpu or full (COURSE_PROFILE overrides)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="default: runs/<task>-<profile>")
+    parser.add_argument("--resume", action="store_true", help="continue from <checkpoint-dir>/last.pt")
+    parser.add_argument("--scale", type=int, default=4, help="sr: 2, 3 or 4")
+    args = parser.parse_args(argv)
+
+    profile = resolve_profile(args.profile)
+    context = init_distributed()
+    device = context.device
+    with local_main_first(context):  # one process per node downloads and writes data; the others then read it
+        if args.task == "sr":
+            recipe = sr_recipe(profile.name, device, args.scale, context=context)
+        else:
+            recipe = cifar_recipe(profile.name, device, context=context)
+    seed_everything(rank_seed(0, context.rank))  # per-rank augmentation draws, reproducible
+    folder = args.checkpoint_dir or Path("runs") / f"{args.task}-{profile.name}"
+    say = print if context.is_main else (lambda *a, **k: None)
+    say(profile.label(recipe.description))
+    say(recipe.data)
+    say(format_environment_report(environment_report(device)) + f" | {context.world_size} process(es)")
+    try:
+        history = run_recipe(recipe, folder, args.resume, context=context)
+    except KeyboardInterrupt:
+        say(f"\ninterrupted: checkpoint in {folder / 'last.pt'}; continue with --resume")
+        return 130
+    finally:
+        cleanup_distributed()
+    last = history[-1]
+    shown = {k: round(v, 4) for k, v in last.items() if isinstance(v, float) and not k.startswith("per_image")}
+    say(profile.label(f"after {last['trained_seconds']:.0f} s of training: {shown}"))
+    say(f"history: {folder / 'history.json'}; checkpoint: {folder / 'last.pt'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

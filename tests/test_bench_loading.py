@@ -148,3 +148,18 @@ def test_background_prefetcher_stops_when_the_consumer_stops():
     assert next(iterator) == 0
     iterator.close()  # the consumer walks away mid-stream
     assert threading.active_count() == before
+
+
+def test_jpeg_decode_benchmark_measures_cpu_decoders_and_explains_skips(tmp_path):
+    from helpers.bench import jpeg_decode_benchmark
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"{i}.jpg"
+        Image.fromarray(rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)).save(path)
+        paths.append(path)
+    rows = jpeg_decode_benchmark(paths, torch.device("cpu"), repeats=1)
+    assert rows[0]["images_per_s"] > 0 and rows[1]["images_per_s"] > 0
+    skipped = [r for r in rows if r["images_per_s"] is None]
+    assert skipped and all(r["note"].startswith("skipped:") for r in skipped)

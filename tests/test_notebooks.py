@@ -37,3 +37,20 @@ def test_imports_helpers_and_checks_itself(path):
     assert "from helpers" in source, f"{path.name}: reusable code must come from helpers"
     assert "assert " in source, f"{path.name}: a lesson must check its own results with asserts"
     assert "resolve_profile(profile)" in source, f"{path.name}: must resolve its profile from the parameters cell"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_lesson_is_skipped_and_each_finds_helpers_anywhere(path):
+    notebook = nbformat.read(path, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert len(code) >= 4, f"{path.name}: a lesson needs real code cells, not only set-up"
+    for cell in code:
+        tags = set(cell.metadata.get("tags", []))
+        assert not tags & {"skip-execution", "raises-exception", "nbval-skip"}, f"{path.name}: a cell is skipped"
+        assert "NBVAL_SKIP" not in cell.source and "NBVAL_RAISES_EXCEPTION" not in cell.source
+    assert 'find_spec("helpers")' in code[1].source, f"{path.name}: the second code cell must set up Colab"
+
+
+def test_the_series_is_complete():
+    numbers = [p.name[:2] for p in NOTEBOOKS]
+    assert numbers == [f"{i:02d}" for i in range(len(NOTEBOOKS))] and len(NOTEBOOKS) == 8

@@ -1,0 +1,103 @@
+"""DDP on CPU with gloo: 2 ranks see disjoint shards and different augmentations, hold identical parameters after
+each step, and match one process on the combined batch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from helpers.augment import cifar_train_augment
+from helpers.distributed import DistributedContext, rank_seed, wrap_model
+from helpers.loading import DeviceTensorLoader
+from helpers.train import TrainStep
+
+STEPS, PER_RANK_BATCH, SAMPLES = 3, 4, 24
+
+
+def _model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
+                         nn.Linear(16, 10))  # fmt: skip
+
+
+def _data() -> tuple[torch.Tensor, torch.Tensor]:
+    one = torch.arange(3 * 32 * 32).reshape(1, 3, 32, 32) % 256
+    return one.repeat(SAMPLES, 1, 1, 1).to(torch.uint8), torch.arange(SAMPLES) % 10  # identical images
+
+
+def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    context = DistributedContext(rank, world_size, 0, torch.device("cpu"))
+    model = wrap_model(_model(), context)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
+    torch.manual_seed(rank_seed(0, rank))  # then per-rank augmentation draws
+    images, labels = _data()
+    index_labels = torch.arange(SAMPLES)  # labels that name the sample, to check the shards
+    loader = DeviceTensorLoader(images, index_labels, PER_RANK_BATCH, augment=cifar_train_augment(), seed=7,
+                                rank=rank, world_size=world_size, drop_last=True)  # fmt: skip
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), "cpu")
+    record = {"indices": [], "inputs": [], "params": []}
+    for number, (batch, index) in enumerate(loader):
+        if number == STEPS:
+            break
+        step(batch, labels[index])
+        record["indices"].append(index.clone())
+        record["inputs"].append(batch.clone())
+        record["params"].append([p.detach().clone() for p in model.parameters()])
+    torch.save(record, Path(out_dir) / f"rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ddp")
+    mp.spawn(_worker, args=(2, str(folder / "init"), str(folder)), nprocs=2, join=True)
+    return [torch.load(folder / f"rank{r}.pt", weights_only=True) for r in range(2)]
+
+
+def test_ranks_see_disjoint_shards(two_ranks):
+    for step in range(STEPS):
+        first, second = (set(r["indices"][step].tolist()) for r in two_ranks)
+        assert not first & second
+    everything = [i for r in two_ranks for batch in r["indices"] for i in batch.tolist()]
+    assert len(everything) == len(set(everything))  # nobody sees a sample twice in the epoch
+
+
+def test_ranks_draw_different_augmentations(two_ranks):
+    # every image is the same picture, so any difference between the ranks' batches is augmentation
+    assert not torch.equal(two_ranks[0]["inputs"][0], two_ranks[1]["inputs"][0])
+
+
+def test_parameters_stay_identical_across_ranks(two_ranks):
+    for step in range(STEPS):
+        for a, b in zip(two_ranks[0]["params"][step], two_ranks[1]["params"][step]):
+            torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_ddp_matches_one_process_on_the_combined_batch(two_ranks):
+    _, labels = _data()
+    model = _model()
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), "cpu")
+    for number in range(STEPS):
+        inputs = torch.cat([r["inputs"][number] for r in two_ranks])
+        targets = torch.cat([labels[r["indices"][number]] for r in two_ranks])
+        step(inputs, targets)
+        for mine, theirs in zip(model.parameters(), two_ranks[0]["params"][number]):
+            torch.testing.assert_close(mine.detach(), theirs, atol=1e-6, rtol=1e-5)
+
+
+def test_torchrun_trains_with_two_processes(tmp_path):
+    env = {**os.environ, "COURSE_DATA_DIR": str(tmp_path / "data"), "COURSE_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "helpers.train", "cifar", "--profile", "smoke", "--checkpoint-dir", str(tmp_path / "run")]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("after ") == 1  # only rank 0 reports
+    assert "2 process(es)" in result.stdout and (tmp_path / "run" / "last.pt").is_file()

@@ -1,0 +1,103 @@
+"""The trainer: an interrupted run resumed equals an uninterrupted one; damaged checkpoints are clear errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from helpers.augment import cifar_train_augment
+from helpers.loading import DeviceTensorLoader
+from helpers.train import CheckpointError, fit, load_checkpoint, make_scheduler
+
+
+def _setup(accumulation: int = 1):
+    torch.manual_seed(0)
+    images = torch.randint(0, 256, (40, 3, 32, 32), dtype=torch.uint8)
+    labels = torch.randint(0, 10, (40,))
+    loader = DeviceTensorLoader(images, labels, batch_size=8, augment=cifar_train_augment(), seed=3)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(),
+                          nn.Linear(64, 10))  # fmt: skip
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    # 3 epochs of 5 micro-batches: groups of `accumulation`, a short last group flushed at each epoch's end
+    scheduler = make_scheduler(optimizer, "onecycle", total_steps=3 * math.ceil(5 / accumulation), max_lr=0.05)
+    return model, loader, optimizer, scheduler
+
+
+def _run(tmp_path, accumulation=1, interrupt_at=None, resume=False, setup=None):
+    model, loader, optimizer, scheduler = setup or _setup(accumulation)
+
+    def after_step(micro_batches):
+        if interrupt_at is not None and micro_batches == interrupt_at:
+            raise KeyboardInterrupt
+
+    history = fit(model, loader, epochs=3, device="cpu", optimizer=optimizer, loss_fn=nn.CrossEntropyLoss(),
+                  scheduler=scheduler, accumulation_steps=accumulation, checkpoint_dir=tmp_path, resume=resume,
+                  after_step=after_step, progress=False)  # fmt: skip
+    return model, history
+
+
+@pytest.mark.parametrize(("accumulation", "interrupt_at"), [(1, 7), (1, 5), (2, 8)])
+def test_an_interrupted_run_resumed_ends_with_the_same_weights(tmp_path, accumulation, interrupt_at):
+    straight, straight_history = _run(tmp_path / "straight", accumulation)
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path / "broken", accumulation, interrupt_at=interrupt_at)
+    state = load_checkpoint(tmp_path / "broken" / "last.pt")
+    assert state["epoch"] == (interrupt_at - 1) // 5  # interrupted inside this epoch
+    torch.manual_seed(12345)  # a fresh process would not share the first run's RNG state
+    resumed, history = _run(tmp_path / "broken", accumulation, resume=True)
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    assert [h["epoch"] for h in history] == [1, 2, 3]
+    assert json.loads((tmp_path / "broken" / "history.json").read_text())[-1]["epoch"] == 3
+    assert history[-1]["optimizer_steps"] == straight_history[-1]["optimizer_steps"]
+
+
+def test_resume_after_a_finished_epoch(tmp_path):
+    straight, _ = _run(tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path / "broken", interrupt_at=10)  # the last step of epoch 2: its checkpoint was just written
+    resumed, _ = _run(tmp_path / "broken", resume=True)
+    for a, b in zip(straight.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_a_truncated_checkpoint_is_a_clear_error(tmp_path):
+    _run(tmp_path)
+    last = tmp_path / "last.pt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match=r"last.pt: cannot read the checkpoint.*previous.pt"):
+        load_checkpoint(last)
+    load_checkpoint(tmp_path / "last.previous.pt")  # the one before is intact
+
+
+def test_a_file_that_is_not_a_checkpoint_is_named(tmp_path):
+    path = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(2)}, path)
+    with pytest.raises(CheckpointError, match="other.pt: not a checkpoint"):
+        load_checkpoint(path)
+    (tmp_path / "garbage.pt").write_bytes(b"not a zip file at all")
+    with pytest.raises(CheckpointError, match="garbage.pt: cannot read"):
+        load_checkpoint(tmp_path / "garbage.pt")
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+@pytest.mark.parametrize("task", ["sr", "cifar"])
+def test_the_cli_trains_and_resumes_in_the_smoke_profile(tmp_path, monkeypatch, capsys, task):
+    from helpers.train import main
+
+    monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("COURSE_OFFLINE", "1")
+    folder = tmp_path / "run"
+    assert main([task, "--profile", "smoke", "--checkpoint-dir", str(folder)]) == 0
+    history = json.loads((folder / "history.json").read_text())
+    metric = "psnr_y" if task == "sr" else "top1"
+    assert metric in history[-1]
+    out = capsys.readouterr().out
+    assert "smoke run" in out and "stand-in" in out
+    assert main([task, "--profile", "smoke", "--checkpoint-dir", str(folder), "--resume"]) == 0  # already done
+    assert len(json.loads((folder / "history.json").read_text())) == len(history)
