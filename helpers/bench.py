@@ -110,13 +110,11 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return type(batch)(to_device(item, device) for item in batch)
 
 
-def sr_train_step(model: nn.Module, lr: float = 1e-4) -> Callable[[Any], float]:
-    """A plain fp32 SR step (L1 loss, Adam) for benchmarking: takes an (input, target) batch on the device.
-
-    uint8 batches are made float in [0, 1] here, on the device, as a fast pipeline sends them.
-    """
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    loss_fn = nn.L1Loss()
+def plain_train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+) -> Callable[[Any], float]:
+    """A plain fp32 step for benchmarking loaders: takes an (inputs, targets) batch on the device; uint8 tensors are
+    made float in [0, 1] here, on the device, as a fast pipeline sends them."""
 
     def step(batch: Any) -> float:
         inputs, targets = (t.float().div_(255) if t.dtype == torch.uint8 else t for t in batch)
@@ -127,6 +125,11 @@ def sr_train_step(model: nn.Module, lr: float = 1e-4) -> Callable[[Any], float]:
         return float(loss.detach())
 
     return step
+
+
+def sr_train_step(model: nn.Module, lr: float = 1e-4) -> Callable[[Any], float]:
+    """The SR benchmark step: L1 loss, Adam."""
+    return plain_train_step(model, torch.optim.Adam(model.parameters(), lr=lr), nn.L1Loss())
 
 
 class _Restarting:
@@ -428,24 +431,11 @@ def sr_ladder(
 
 
 def classification_train_step(model: nn.Module, lr: float = 0.05) -> Callable[[Any], float]:
-    """A plain fp32 classification step (cross-entropy, SGD with momentum) for benchmarking loaders."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step(batch: Any) -> float:
-        images, labels = batch
-        if images.dtype == torch.uint8:
-            images = images.float().div_(255)
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(images), labels)
-        loss.backward()
-        optimizer.step()
-        return float(loss.detach())
-
-    return step
+    """The classification benchmark step: cross-entropy, SGD with momentum."""
+    return plain_train_step(model, torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9), nn.CrossEntropyLoss())
 
 
-def seed_post_transform():
+def seed_post_transform() -> Callable[[Any], torch.Tensor]:
     """The CIFAR post's per-sample PIL pipeline: RandomResizedCrop(224), flip, ColorJitter, ToTensor, Normalize."""
     from torchvision import transforms
 
@@ -460,7 +450,7 @@ def seed_post_transform():
     )
 
 
-def native_size_transform():
+def native_size_transform() -> Callable[[Any], torch.Tensor]:
     """The same family per sample with PIL at CIFAR's own 32 px: crop with padding, flip, jitter, grayscale."""
     from torchvision import transforms
 

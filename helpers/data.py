@@ -9,6 +9,7 @@ import shutil
 import urllib.error
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -169,7 +170,7 @@ _ALLOWED_GLOBALS = {
 class RestrictedUnpickler(pickle.Unpickler):
     """An Unpickler that loads only builtin containers, bytes and NumPy arrays (a pickle is code otherwise)."""
 
-    def find_class(self, module: str, name: str):  # noqa: D102 (documented by the class)
+    def find_class(self, module: str, name: str) -> Any:  # noqa: D102 (documented by the class)
         if (module, name) not in _ALLOWED_GLOBALS:
             raise UnsafePickleError(f"refusing to load {module}.{name}: only containers, bytes and arrays may load")
         if module == "numpy.core.multiarray" and hasattr(np, "_core"):

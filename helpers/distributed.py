@@ -10,6 +10,7 @@ and on 2 nodes (run on each node, with its own --node_rank):
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -59,7 +60,7 @@ def init_distributed(backend: str | None = None) -> DistributedContext:
 
 
 @contextmanager
-def local_main_first(context: DistributedContext):
+def local_main_first(context: DistributedContext) -> Iterator[None]:
     """Run the block on each node's local rank 0 first (downloads, data preparation, caches), then on the others."""
     if context.enabled and context.local_rank != 0:
         dist.barrier()
