@@ -236,7 +236,7 @@ def diagnose_pipeline(result: PipelineResult, num_workers: int | None = None, cp
         f"({result.data_wait_ms:.1f} ms wait, {result.compute_ms:.1f} ms compute)"
     )
     if wait > 0.10 or result.pipeline_efficiency < 0.90:
-        advice = [f"INPUT-BOUND: {numbers}. The model waits for data; try, in order:"]
+        advice = [f"INPUT-BOUND: {numbers}.", "The model waits for data; try, in order:"]
         if num_workers is not None and cpu_cores and num_workers < cpu_cores:
             advice.append(f"- more DataLoader workers ({num_workers} now, {cpu_cores} cores), persistent_workers=True;")
         advice += [
