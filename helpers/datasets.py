@@ -388,7 +388,9 @@ class DecodedSRCache:
                 hr, lr = hr.T, lr.T
             hr_views.append(hr)
             lr_views.append(lr)
-        return self._to_rgb(torch.from_numpy(np.stack(lr_views))), self._to_rgb(torch.from_numpy(np.stack(hr_views)))
+        # np.stack keeps the inputs' memory order: when every view is transposed its result is Fortran-ordered
+        lr_batch, hr_batch = np.ascontiguousarray(np.stack(lr_views)), np.ascontiguousarray(np.stack(hr_views))
+        return self._to_rgb(torch.from_numpy(lr_batch)), self._to_rgb(torch.from_numpy(hr_batch))
 
     @staticmethod
     def _to_rgb(words: torch.Tensor) -> torch.Tensor:

@@ -70,8 +70,10 @@ def local_main_first(context: DistributedContext) -> Iterator[None]:
 
 
 def cleanup_distributed() -> None:
-    """Leave the process group, if this process joined one."""
+    """Leave the process group, if this process joined one (after a barrier, so no rank tears down its connections
+    while another is still finishing a collective)."""
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 

@@ -647,6 +647,8 @@ def run_recipe(
     """Train a recipe with `fit` (checkpoints and history in `checkpoint_dir`; DDP when `context` has several ranks)."""
     from .distributed import wrap_model
 
+    if recipe.channels_last:  # before DDP is built: DDP's gradient buckets follow the parameters' strides
+        recipe.model.to(memory_format=torch.channels_last)
     model = wrap_model(recipe.model, context) if context is not None else recipe.model
     return fit(
         model, recipe.loader, epochs=recipe.epochs, device=next(recipe.model.parameters()).device,

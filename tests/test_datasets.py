@@ -168,3 +168,11 @@ def test_eval_dataset_gives_whole_mod_cropped_images(photo_dir):
         lr, hr = dataset[index]
         assert hr.shape[1] % 3 == 0 and hr.shape[2] % 3 == 0
         assert lr.shape[1:] == (hr.shape[1] // 3, hr.shape[2] // 3)
+
+
+def test_cache_batches_where_every_sample_is_turned(photo_dir):
+    # A batch whose every crop is transposed once came out Fortran-ordered and could not be viewed as bytes.
+    cache = DecodedSRCache(photo_dir, scale=4)
+    for seed in range(40):
+        lr, hr = cache.sample(1, 64, torch.Generator().manual_seed(seed))
+        assert lr.shape == (1, 3, 16, 16) and hr.shape == (1, 3, 64, 64)
