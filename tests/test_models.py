@@ -1,0 +1,40 @@
+"""Model shapes, the bicubic skip, and the CIFAR stem."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from helpers.metrics import bicubic_upscale
+from helpers.models import ESPCN, PatchDiscriminator, SmallConvNet, SmallEDSR, cifar_resnet18
+
+
+@pytest.mark.parametrize("scale", [2, 3, 4])
+def test_sr_models_upscale_by_their_scale(scale):
+    lr = torch.rand(2, 3, 12, 10)
+    assert SmallEDSR(scale, features=8, blocks=2)(lr).shape == (2, 3, 12 * scale, 10 * scale)
+    assert ESPCN(scale)(lr).shape == (2, 3, 12 * scale, 10 * scale)
+
+
+def test_a_zeroed_network_with_a_bicubic_skip_is_bicubic():
+    lr = torch.rand(1, 3, 8, 8)
+    for model in (ESPCN(4, bicubic_skip=True), SmallEDSR(4, features=8, blocks=1)):
+        for parameter in model.parameters():
+            nn.init.zeros_(parameter)
+        torch.testing.assert_close(model(lr).clamp(0, 1), bicubic_upscale(lr, 4))
+
+
+def test_cifar_resnet18_keeps_32_pixels_through_its_stem():
+    model = cifar_resnet18()
+    assert model.conv1.kernel_size == (3, 3) and model.conv1.stride == (1, 1)
+    assert isinstance(model.maxpool, nn.Identity)
+    assert model(torch.rand(2, 3, 32, 32)).shape == (2, 10)
+    assert model.conv1(torch.rand(1, 3, 32, 32)).shape[-1] == 32
+
+
+def test_small_models_take_any_size():
+    assert SmallConvNet()(torch.rand(2, 3, 40, 24)).shape == (2, 10)
+    assert PatchDiscriminator(8)(torch.rand(2, 3, 64, 64)).shape == (2, 1, 8, 8)
+    with pytest.raises(ValueError, match="scale must be 2, 3 or 4"):
+        SmallEDSR(5)
