@@ -5,6 +5,14 @@ from __future__ import annotations
 import torch
 
 
+def dihedral(tensor: torch.Tensor, choice: int) -> torch.Tensor:
+    """One of the 8 flips/90-degree rotations of a (..., H, W) tensor: bit 0 flips x, bit 1 flips y, bit 2 transposes."""
+    flips = [d for bit, d in ((1, -1), (2, -2)) if choice & bit]
+    if flips:
+        tensor = tensor.flip(flips)  # one copy at most; the transpose below is a free view
+    return tensor.transpose(-1, -2) if choice & 4 else tensor
+
+
 def paired_dihedral(
     lr: torch.Tensor, hr: torch.Tensor, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,14 +30,7 @@ def paired_dihedral(
     for choice in choices.unique().tolist():
         index = (choices == choice).nonzero().flatten().to(lr.device)
         for source, target in ((lr, out_lr), (hr, out_hr)):
-            picked = source.index_select(0, index)
-            if choice & 1:
-                picked = picked.flip(-1)
-            if choice & 2:
-                picked = picked.flip(-2)
-            if choice & 4:
-                picked = picked.transpose(-1, -2)
-            target.index_copy_(0, index, picked)
+            target.index_copy_(0, index, dihedral(source.index_select(0, index), choice))
     return out_lr, out_hr
 
 

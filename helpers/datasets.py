@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch.utils.data import Dataset, get_worker_info
 
+from .augment import dihedral
 from .data import bsds300_split
 from .images import ImageTooSmallError, check_crop_fits, load_rgb_image
 
@@ -68,15 +69,6 @@ def mod_crop(image: Image.Image, scale: int) -> Image.Image:
     """Crop an image's right and bottom edges so both sides are multiples of `scale` (the standard SR protocol)."""
     width, height = image.width - image.width % scale, image.height - image.height % scale
     return image if (width, height) == image.size else image.crop((0, 0, width, height))
-
-
-def dihedral(tensor: torch.Tensor, choice: int, dims: tuple[int, int] = (-2, -1)) -> torch.Tensor:
-    """One of the 8 flips/90-degree rotations over `dims` (y, x): bit 0 flips x, bit 1 flips y, bit 2 transposes."""
-    y_dim, x_dim = dims
-    flips = [d for bit, d in ((1, x_dim), (2, y_dim)) if choice & bit]
-    if flips:
-        tensor = tensor.flip(flips)  # one copy at most; the transpose below is a free view
-    return tensor.transpose(y_dim, x_dim) if choice & 4 else tensor
 
 
 def random_dihedral(tensors: Sequence[torch.Tensor], generator: torch.Generator) -> list[torch.Tensor]:
