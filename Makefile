@@ -9,7 +9,7 @@ CELL_TIMEOUT ?= 600
 .PHONY: course test lab env clean
 
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
-	$(BIN)/python -m helpers.report --profile $(PROFILE)
+	$(BIN)/python -m helpers.course.report --profile $(PROFILE)
 
 test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smoke profile, offline
 	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \

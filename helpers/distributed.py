@@ -5,6 +5,8 @@ Launch any entry point of the course with torchrun, for example on one node with
 and on 2 nodes (run on each node, with its own --node_rank):
     torchrun --nnodes 2 --node_rank 0 --nproc_per_node 4 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
         -m helpers.train cifar --profile full
+
+Copy alone: needs only torch.
 """
 
 from __future__ import annotations
@@ -88,11 +90,6 @@ def wrap_model(model: nn.Module, context: DistributedContext) -> nn.Module:
 def unwrap_model(model: nn.Module) -> nn.Module:
     """The module inside a DDP wrapper (what checkpoints and evaluation should see)."""
     return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
-
-
-def rank_seed(seed: int, rank: int) -> int:
-    """A different, reproducible seed for each rank (for augmentation and any other per-process randomness)."""
-    return seed + 1_000_003 * rank
 
 
 def all_reduce_sum(values: list[float], context: DistributedContext) -> list[float]:

@@ -1,4 +1,7 @@
-"""Verified, resumable downloads and archive extraction that refuses unsafe members."""
+"""Verified, resumable downloads and archive extraction that refuses unsafe members.
+
+Copy with: atomic.py (staging folders published in one rename).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path, PurePosixPath
 
-from tqdm import tqdm
+from tqdm.auto import tqdm
+
+from .atomic import publish, staging_path
 
 CHUNK_BYTES = 1 << 20
 
@@ -76,6 +81,33 @@ def _open(url: str, offset: int, timeout: float):
     return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 (http/https URLs from our own constants)
 
 
+def _receive(response, part: Path, offset: int, *, url: str, progress: bool) -> None:
+    """Write a response body to `part` (appending from `offset` on a 206 reply), or raise IncompleteDownloadError."""
+    if offset and response.status != 206:  # the server ignored the Range header: start again
+        offset = 0
+    length = response.headers.get("Content-Length")
+    total = offset + int(length) if length is not None else None
+    received = offset
+    with open(part, "ab" if offset else "wb") as out, tqdm(
+        total=total, initial=offset, unit="B", unit_scale=True, desc=part.name, disable=not progress
+    ) as bar:
+        try:
+            for block in iter(lambda: response.read(CHUNK_BYTES), b""):
+                out.write(block)
+                received += len(block)
+                bar.update(len(block))
+        except (OSError, ConnectionError) as error:  # includes http.client.IncompleteRead and timeouts
+            raise IncompleteDownloadError(
+                f"{url}: transfer broke off after {received} bytes ({error}); the partial file is kept "
+                f"at {part} and the next run resumes it"
+            ) from error
+    if total is not None and received < total:
+        raise IncompleteDownloadError(
+            f"{url}: transfer stopped after {received} of {total} bytes; the partial file is kept at "
+            f"{part} and the next run resumes it"
+        )
+
+
 def download(
     url: str,
     dest: str | os.PathLike,
@@ -106,36 +138,13 @@ def download(
             raise
     if response is not None:
         with response:
-            if offset and response.status != 206:  # the server ignored the Range header: start again
-                offset = 0
-            length = response.headers.get("Content-Length")
-            total = offset + int(length) if length is not None else None
-            mode = "ab" if offset else "wb"
-            received = offset
-            with open(part, mode) as out, tqdm(
-                total=total, initial=offset, unit="B", unit_scale=True, desc=dest.name, disable=not progress
-            ) as bar:
-                try:
-                    for block in iter(lambda: response.read(CHUNK_BYTES), b""):
-                        out.write(block)
-                        received += len(block)
-                        bar.update(len(block))
-                except (OSError, ConnectionError) as error:  # includes http.client.IncompleteRead and timeouts
-                    raise IncompleteDownloadError(
-                        f"{url}: transfer broke off after {received} bytes ({error}); the partial file is kept "
-                        f"at {part} and the next run resumes it"
-                    ) from error
-            if total is not None and received < total:
-                raise IncompleteDownloadError(
-                    f"{url}: transfer stopped after {received} of {total} bytes; the partial file is kept at "
-                    f"{part} and the next run resumes it"
-                )
+            _receive(response, part, offset, url=url, progress=progress)
     problem = _mismatch(part, sha256, md5)
     if problem:
         rejected = dest.with_name(dest.name + ".rejected")
         os.replace(part, rejected)  # never resume onto bytes we know are wrong
         raise _mismatch_error(rejected, *problem, source=url)
-    os.replace(part, dest)
+    publish(part, dest)
     return dest
 
 
@@ -172,15 +181,14 @@ def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike) -> list[Pa
 
 
 def extract_into(archive: str | os.PathLike, parent: Path, top: str) -> Path:
-    """Safely extract `archive`, whose contents sit under folder `top`, to `parent/top` atomically; return it."""
-    staging = parent / f".{top}.extracting"
-    shutil.rmtree(staging, ignore_errors=True)
-    safe_extract(archive, staging)
-    if not (staging / top).is_dir():
-        shutil.rmtree(staging, ignore_errors=True)
-        raise UnsafeArchiveError(f"{archive}: expected a top-level folder {top!r}; it is not there")
+    """Safely extract `archive`, whose contents sit under folder `top`, to `parent/top` in one rename; return it."""
     target = parent / top
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(staging / top, target)
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = staging_path(target)
+    try:
+        safe_extract(archive, staging)
+        if not (staging / top).is_dir():
+            raise UnsafeArchiveError(f"{archive}: expected a top-level folder {top!r}; it is not there")
+        publish(staging / top, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return target

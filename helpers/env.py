@@ -1,13 +1,15 @@
-"""The machine: device resolution, seeding, and an environment report (versions, device, cores, memory)."""
+"""The machine: which device to use, how many cores and how much memory there are, and a one-line environment report.
+
+Copy alone: needs only torch.
+"""
 
 from __future__ import annotations
 
 import os
 import platform
-import random
+from importlib import metadata
 from typing import Any
 
-import numpy as np
 import torch
 
 
@@ -19,16 +21,6 @@ def resolve_device(requested: str | torch.device | None = None) -> torch.device:
             raise RuntimeError(f"device {requested!r} was requested but CUDA is not available on this machine")
         return device
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def seed_everything(seed: int) -> torch.Generator:
-    """Seed Python, NumPy and torch (CPU and CUDA) with `seed`; return a torch.Generator seeded the same."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(seed)
-    return torch.Generator().manual_seed(seed)
 
 
 def usable_cpu_count() -> int:
@@ -47,12 +39,11 @@ def total_memory_bytes() -> int | None:
         return None
 
 
-def _version_of(module_name: str) -> str:
+def _version_of(distribution: str) -> str:
     try:
-        module = __import__(module_name)
-    except ImportError:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
         return "not installed"
-    return str(getattr(module, "__version__", "unknown"))
 
 
 def environment_report(device: torch.device | None = None) -> dict[str, Any]:

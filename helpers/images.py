@@ -1,4 +1,8 @@
-"""Reading images safely: decode fully, convert any mode to 8-bit RGB, and name the file when something is wrong."""
+"""Reading images safely (decode fully, any mode to 8-bit RGB, the file named when something is wrong) and the one
+place where uint8 pixels become float tensors in [0, 1].
+
+Copy alone: needs only numpy, pillow and torch.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import torch
 from PIL import Image, UnidentifiedImageError
 
 # Modes PIL converts to RGB correctly by itself (alpha is dropped, palette and CMYK are mapped).
@@ -86,3 +91,19 @@ def image_census(paths: list[Path] | list[str]) -> Counter:
         except (UnidentifiedImageError, OSError) as error:
             raise BadImageError(f"{path}: cannot read the image header ({error})") from error
     return census
+
+
+def to_unit_float(images: torch.Tensor) -> torch.Tensor:
+    """uint8 pixels (0..255) as float32 in [0, 1], on whatever device they are on; float input is returned as is."""
+    return images.float().div_(255) if images.dtype == torch.uint8 else images
+
+
+def to_uint8_tensor(image: Image.Image | np.ndarray) -> torch.Tensor:
+    """An RGB image (PIL, or an HWC uint8 array) as a contiguous uint8 (3, H, W) tensor."""
+    array = np.array(image, dtype=np.uint8)  # a writable copy: torch warns on read-only buffers
+    return torch.from_numpy(array).permute(2, 0, 1).contiguous()
+
+
+def to_float_tensor(image: Image.Image | np.ndarray) -> torch.Tensor:
+    """An RGB image (PIL, or an HWC uint8 array) as a float (3, H, W) tensor in [0, 1]."""
+    return to_unit_float(to_uint8_tensor(image))

@@ -1,17 +1,22 @@
-"""DataLoader building: per-worker and per-rank seeding, the knobs that matter, and a sweep over them."""
+"""Loading batches: a DataLoader with per-worker and per-rank seeding and its knobs exposed, a sweep over those knobs,
+and a whole dataset held on the device as uint8 (no DataLoader at all).
+
+Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep).
+"""
 
 from __future__ import annotations
 
 import random
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
+from tqdm.auto import tqdm
 
-RANK_SEED_STRIDE = 1_000_003  # a prime gap between ranks' seeds, so ranks never share a stream
+from .measure import time_batches
+from .seeding import rank_seed
 
 
 def seed_worker(worker_id: int) -> None:
@@ -23,7 +28,7 @@ def seed_worker(worker_id: int) -> None:
 
 def loader_generator(seed: int, rank: int = 0) -> torch.Generator:
     """A generator for a DataLoader: one seed reproduces every worker's stream, and each rank gets its own."""
-    return torch.Generator().manual_seed(seed + RANK_SEED_STRIDE * rank)
+    return torch.Generator().manual_seed(rank_seed(seed, rank))
 
 
 def make_loader(
@@ -67,7 +72,7 @@ def make_loader(
 
 
 def loader_settings_grid(
-    workers: Sequence[int], pin_memory: Sequence[bool] = (False,), prefetch: Sequence[int] = (2,),
+    workers: Sequence[int], *, pin_memory: Sequence[bool] = (False,), prefetch: Sequence[int] = (2,),
     persistent: Sequence[bool] = (True,),
 ) -> list[dict[str, Any]]:  # fmt: skip
     """Every combination of the DataLoader knobs (prefetch and persistence only where workers > 0)."""
@@ -85,41 +90,10 @@ def loader_settings_grid(
     return grid
 
 
-def count_samples(batch: Any) -> int:
-    """The number of samples in a batch (the first dimension of its first tensor)."""
-    while isinstance(batch, (list, tuple)):
-        batch = batch[0]
-    return int(batch.shape[0])
-
-
-def time_batches(loader: Iterable, batches: int, warmup: int = 1) -> dict[str, float]:
-    """Iterate `warmup` then `batches` batches (restarting the loader as needed); return samples/s and seconds."""
-    iterator = iter(loader)
-
-    def next_batch():
-        nonlocal iterator
-        try:
-            return next(iterator)
-        except StopIteration:
-            iterator = iter(loader)
-            return next(iterator)
-
-    for _ in range(warmup):
-        next_batch()
-    samples = 0
-    start = time.perf_counter()
-    for _ in range(batches):
-        samples += count_samples(next_batch())
-    seconds = time.perf_counter() - start
-    return {"samples_per_s": samples / seconds, "seconds": seconds, "samples": samples}
-
-
 def sweep_loader_settings(
-    dataset: Dataset, settings: Sequence[dict[str, Any]], batch_size: int, batches: int, seed: int = 0
+    dataset: Dataset, settings: Sequence[dict[str, Any]], *, batch_size: int, batches: int, seed: int = 0
 ) -> list[dict[str, Any]]:
     """Measure samples/s of the dataset through a DataLoader for each setting; return one row per setting."""
-    from tqdm import tqdm
-
     rows = []
     for setting in tqdm(settings, desc="loader sweep", leave=False):
         warmup = max(1, setting["num_workers"])
@@ -132,66 +106,11 @@ def sweep_loader_settings(
     return rows
 
 
-class BackgroundPrefetcher:
-    """Iterate `iterable` in a background thread, `depth` items ahead, so producing the next batch overlaps the step.
-
-    Worth it when producing a batch is mostly torch work that releases the GIL (gathers, copies, pinning), as in
-    a decoded-cache loader; the thread stops when the consumer stops, and re-raises the producer's errors.
-    """
-
-    _DONE = object()
-
-    def __init__(self, iterable: Iterable, depth: int = 2) -> None:
-        self.iterable, self.depth = iterable, depth
-
-    def __len__(self) -> int:
-        return len(self.iterable)  # type: ignore[arg-type]
-
-    def __iter__(self):
-        import queue
-        import threading
-
-        items: queue.Queue = queue.Queue(maxsize=self.depth)
-        stop = threading.Event()
-
-        def offer(item: Any) -> bool:
-            while not stop.is_set():
-                try:
-                    items.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def produce() -> None:
-            try:
-                for item in self.iterable:
-                    if not offer(item):
-                        return
-                offer(self._DONE)
-            except BaseException as error:  # noqa: BLE001 (handed to the consumer, which re-raises it)
-                offer(error)
-
-        thread = threading.Thread(target=produce, name="prefetch", daemon=True)
-        thread.start()
-        try:
-            while True:
-                item = items.get()
-                if item is self._DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            thread.join(timeout=5)
-
-
 class DeviceTensorLoader:
     """A whole dataset as one uint8 tensor on the device: shuffled index batches and batch augmentation, no DataLoader.
 
     Every sample appears exactly once per epoch (the last batch may be short unless `drop_last`). `augment` is any
-    module taking and returning a batch on the device (e.g. helpers.augment.cifar_train_augment()). With
+    module taking and returning a batch on the device (e.g. augment.cifar_train_augment()). With
     `world_size` > 1, every rank draws the same permutation (same `seed`) and keeps its own disjoint shard of it,
     cut to equal lengths so all ranks take the same number of steps.
     """
@@ -200,6 +119,7 @@ class DeviceTensorLoader:
         self,
         images: torch.Tensor,
         labels: torch.Tensor,
+        *,
         batch_size: int,
         device: torch.device | str = "cpu",
         augment: torch.nn.Module | None = None,
@@ -228,7 +148,7 @@ class DeviceTensorLoader:
         full, rest = divmod(self._shard_size(), self.batch_size)
         return full if self.drop_last or rest == 0 else full + 1
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         count = len(self.images)
         order = torch.randperm(count, generator=self.generator) if self.shuffle else torch.arange(count)
         if self.world_size > 1:

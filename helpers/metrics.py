@@ -1,9 +1,15 @@
-"""Metrics as papers compute them: PSNR and SSIM on the BT.601 Y channel with the border cropped, and top-1 accuracy."""
+"""Metrics as papers compute them: PSNR and SSIM on the BT.601 Y channel with the border cropped, the bicubic baseline,
+and top-1 accuracy.
+
+Copy with: resize.py (MATLAB-compatible bicubic for the baseline).
+"""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from .resize import upscale
 
 
 def rgb_to_y(images: torch.Tensor) -> torch.Tensor:
@@ -14,10 +20,16 @@ def rgb_to_y(images: torch.Tensor) -> torch.Tensor:
     return 16.0 + (images.double() * weights).sum(dim=1, keepdim=True)
 
 
+def quantize(images: torch.Tensor) -> torch.Tensor:
+    """Round float images in [0, 1] to the 256 levels of an 8-bit file (what a saved SR result holds)."""
+    return images.clamp(0, 1).mul(255).round_().div_(255)
+
+
 def _prepare(sr: torch.Tensor, hr: torch.Tensor, scale: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both images rounded to 8 bits (as BasicSR scores saved results), to Y, with `scale` border pixels cropped."""
     if sr.shape != hr.shape:
         raise ValueError(f"SR and HR shapes differ: {tuple(sr.shape)} vs {tuple(hr.shape)}")
-    sr_y, hr_y = rgb_to_y(sr.clamp(0, 1)), rgb_to_y(hr.clamp(0, 1))
+    sr_y, hr_y = rgb_to_y(quantize(sr)), rgb_to_y(quantize(hr))
     if scale > 0:
         sr_y, hr_y = sr_y[..., scale:-scale, scale:-scale], hr_y[..., scale:-scale, scale:-scale]
     return sr_y, hr_y
@@ -55,8 +67,8 @@ def ssim_y(sr: torch.Tensor, hr: torch.Tensor, scale: int) -> torch.Tensor:
 
 
 def bicubic_upscale(lr: torch.Tensor, scale: int) -> torch.Tensor:
-    """The bicubic baseline: upscale an LR batch by `scale` (the reference every SR table compares against)."""
-    return F.interpolate(lr, scale_factor=scale, mode="bicubic", align_corners=False).clamp(0, 1)
+    """The bicubic baseline as papers make it: MATLAB's bicubic upscale of an LR batch by `scale`, clamped to [0, 1]."""
+    return upscale(lr, scale).clamp(0, 1)
 
 
 def top1_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:

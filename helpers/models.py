@@ -1,10 +1,16 @@
-"""Models the course trains: ESPCN and a small EDSR-style network for super-resolution, ResNet18 for CIFAR-10."""
+"""Models the course trains: ESPCN and a small EDSR-style network for super-resolution, ResNet18 with the CIFAR stem,
+a small CNN for CPU runs, and a patch discriminator for GAN super-resolution.
+
+Copy with: resize.py (the bicubic skip is the same MATLAB bicubic as the baseline).
+"""
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+from torchvision.models import resnet18
+
+from .resize import upscale
 
 
 class ESPCN(nn.Module):
@@ -33,7 +39,7 @@ class ESPCN(nn.Module):
         """Super-resolve a (N, C, h, w) batch to (N, C, h*scale, w*scale)."""
         out = self.body(lr)
         if self.bicubic_skip and self.scale > 1:
-            out = out + F.interpolate(lr, scale_factor=self.scale, mode="bicubic", align_corners=False)
+            out = out + upscale(lr, self.scale)
         return out
 
 
@@ -82,13 +88,11 @@ class SmallEDSR(nn.Module):
         head = self.head(lr)
         features = head + self.body(head)
         residual = self.tail(self.upsample(features))
-        return residual + F.interpolate(lr, scale_factor=self.scale, mode="bicubic", align_corners=False)
+        return residual + upscale(lr, self.scale)
 
 
 def cifar_resnet18(num_classes: int = 10) -> nn.Module:
     """torchvision's ResNet18 with the CIFAR stem: a 3x3 stride-1 first convolution and no max-pool (32-px inputs)."""
-    from torchvision.models import resnet18
-
     model = resnet18(weights=None, num_classes=num_classes)
     model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = nn.Identity()

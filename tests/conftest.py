@@ -9,7 +9,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
+from skimage import data as skdata
+
+from helpers.sr_data import bicubic_downscale
 
 
 class LoopbackServer:
@@ -88,3 +92,26 @@ def tar_bytes(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
             info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
     return buffer.getvalue()
+
+
+@pytest.fixture(scope="session")
+def photo_dir(tmp_path_factory):
+    """Six smooth-but-detailed RGB PNGs of BSDS-like and odd sizes (odd sizes exercise the mod-crop)."""
+    folder = tmp_path_factory.mktemp("photos")
+    astronaut = skdata.astronaut()
+    for i, (h, w) in enumerate([(321, 481), (481, 321), (250, 303), (300, 451), (257, 258), (321, 481)]):
+        y, x = (i * 17) % (512 - h + 1), (i * 29) % (512 - w + 1)
+        Image.fromarray(np.ascontiguousarray(astronaut[y : y + h, x : x + w])).save(folder / f"img{i}.png")
+    return folder
+
+
+def interior_gap(lr: torch.Tensor, hr: torch.Tensor, scale: int, border: int = 2) -> float:
+    """Max |bicubic_downscale(hr) - lr| away from the crop border (where the filter sees outside the crop)."""
+    expected = bicubic_downscale(hr, scale)
+    window = (..., slice(border, -border), slice(border, -border))
+    return float((expected[window] - lr[window]).abs().max())
+
+
+def shifted_gap(lr: torch.Tensor, hr: torch.Tensor, scale: int) -> float:
+    """The same gap with HR moved by one LR pixel: what misalignment would look like."""
+    return interior_gap(lr[..., 1:, 1:], hr[..., : -scale, : -scale], scale)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from helpers.data import DatasetLayoutError, UnsafePickleError, load_cifar10, restricted_load
+from helpers.cifar import CifarFormatError as DatasetLayoutError
+from helpers.cifar import UnsafePickleError, load_cifar10, restricted_load
 
 
 def cifar_batch_bytes(count: int, seed: int = 0, label_offset: int = 0) -> bytes:

@@ -15,9 +15,10 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from helpers.augment import cifar_train_augment
-from helpers.distributed import DistributedContext, rank_seed, wrap_model
+from helpers.distributed import DistributedContext, wrap_model
 from helpers.loading import DeviceTensorLoader
-from helpers.train import TrainStep
+from helpers.seeding import rank_seed
+from helpers.step import TrainStep
 
 STEPS, PER_RANK_BATCH, SAMPLES = 3, 4, 24
 
@@ -40,9 +41,9 @@ def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
     torch.manual_seed(rank_seed(0, rank))  # then per-rank augmentation draws
     images, labels = _data()
     index_labels = torch.arange(SAMPLES)  # labels that name the sample, to check the shards
-    loader = DeviceTensorLoader(images, index_labels, PER_RANK_BATCH, augment=cifar_train_augment(), seed=7,
+    loader = DeviceTensorLoader(images, index_labels, batch_size=PER_RANK_BATCH, augment=cifar_train_augment(), seed=7,
                                 rank=rank, world_size=world_size, drop_last=True)  # fmt: skip
-    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), "cpu")
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), device="cpu")
     record = {"indices": [], "inputs": [], "params": []}
     for number, (batch, index) in enumerate(loader):
         if number == STEPS:
@@ -84,7 +85,7 @@ def test_parameters_stay_identical_across_ranks(two_ranks):
 def test_ddp_matches_one_process_on_the_combined_batch(two_ranks):
     _, labels = _data()
     model = _model()
-    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), "cpu")
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), device="cpu")
     for number in range(STEPS):
         inputs = torch.cat([r["inputs"][number] for r in two_ranks])
         targets = torch.cat([labels[r["indices"][number]] for r in two_ranks])

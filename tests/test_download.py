@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from helpers.data import BSDS300_SHA256_ENV_VAR, DatasetLayoutError, prepare_bsds300, prepare_cifar10
+from helpers.course.data import BSDS300_SHA256_ENV_VAR, DatasetLayoutError, prepare_bsds300, prepare_cifar10
 from helpers.download import ChecksumMismatchError, IncompleteDownloadError, download
 
 from .conftest import jpeg_bytes, tar_bytes

@@ -7,8 +7,9 @@ import random
 import pytest
 import torch
 
-from helpers.env import environment_report, format_environment_report, resolve_device, seed_everything
-from helpers.profiles import PROFILE_ENV_VAR, resolve_profile, resolve_profile_name
+from helpers.course.profiles import PROFILE_ENV_VAR, resolve_profile, resolve_profile_name
+from helpers.env import environment_report, format_environment_report, resolve_device
+from helpers.seeding import seed_everything
 
 
 def test_auto_profile_follows_the_device(monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from helpers.metrics import bicubic_upscale, psnr_y, rgb_to_y, ssim_y, top1_accuracy
+from helpers.metrics import bicubic_upscale, psnr_y, quantize, rgb_to_y, ssim_y, top1_accuracy
 
 
 def _y_by_formula(image: np.ndarray) -> np.ndarray:
@@ -19,10 +19,11 @@ def _y_by_formula(image: np.ndarray) -> np.ndarray:
 
 @pytest.fixture
 def pair():
+    """8-bit images (as files hold), so that the metrics' rounding to 8 bits changes nothing."""
     rng = np.random.default_rng(0)
-    hr = rng.random((2, 3, 40, 48))
-    sr = np.clip(hr + rng.normal(0, 0.05, hr.shape), 0, 1)
-    return torch.from_numpy(sr).float(), torch.from_numpy(hr).float()
+    hr = rng.integers(0, 256, (2, 3, 40, 48))
+    sr = np.clip(hr + rng.normal(0, 12, hr.shape).round(), 0, 255)
+    return torch.from_numpy(sr / 255).float(), torch.from_numpy(hr / 255).float()
 
 
 def test_y_channel_matches_the_formula(pair):
@@ -52,13 +53,20 @@ def test_identical_images_give_infinite_psnr_and_unit_ssim(pair):
 
 
 def test_a_known_noise_level_gives_its_known_psnr():
-    hr = torch.full((1, 3, 64, 64), 0.5)
-    # +-d on every pixel of Y: MSE = d^2 exactly, so PSNR = 20 log10(255 / d)
-    d = 2.0
-    y_step = d / (65.481 + 128.553 + 24.966)  # an equal RGB change moves Y by the sum of the weights
+    hr = torch.full((1, 3, 64, 64), 128 / 255)
+    # one 8-bit level up or down on every channel moves Y by d = (65.481 + 128.553 + 24.966) / 255 on every pixel:
+    # MSE = d^2 exactly, so PSNR = 20 log10(255 / d)
+    d = (65.481 + 128.553 + 24.966) / 255
     signs = torch.where(torch.rand(1, 1, 64, 64, generator=torch.Generator().manual_seed(0)) < 0.5, -1.0, 1.0)
-    sr = hr + y_step * signs
+    sr = hr + signs / 255
     assert psnr_y(sr, hr, 4).item() == pytest.approx(20 * math.log10(255 / d), abs=1e-3)
+
+
+def test_scores_are_computed_on_8_bit_results(pair):
+    sr, hr = pair
+    nudged = sr + 0.3 / 255  # less than half a level: a saved 8-bit result would be identical
+    assert torch.equal(psnr_y(nudged, hr, 4), psnr_y(sr, hr, 4))
+    assert torch.equal(quantize(nudged), quantize(sr))
 
 
 def test_border_is_cropped():

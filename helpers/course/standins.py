@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import pickle
-import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from skimage import data as skdata
+
+from ..atomic import file_lock, staged
 
 STANDIN_MARKER = "STANDIN.txt"
 STANDIN_VERSION = "1"
@@ -29,8 +32,6 @@ BSDS_SIZE = (481, 321)  # width, height of a landscape BSDS300 image (portrait i
 
 def skimage_photo(name: str) -> np.ndarray:
     """Return a photograph from scikit-image's wheel as an (H, W, 3) uint8 array (greyscale photos repeated to RGB)."""
-    from skimage import data as skdata
-
     if name in ("motorcycle_left", "motorcycle_right"):
         left, right, _ = skdata.stereo_motorcycle()
         image = left if name == "motorcycle_left" else right
@@ -61,26 +62,17 @@ def _bsds_tiles(photo: np.ndarray) -> list[np.ndarray]:
     return [photo]  # smaller than a BSDS image (chelsea is 451x300): kept whole, as real pixels
 
 
-def _write_atomically(dest: Path, fill) -> Path:
-    """Build a folder in a staging place with `fill(staging)`, then move it to `dest` in one rename."""
-    staging = dest.with_name(f".{dest.name}.writing-{os.getpid()}")  # per process: concurrent writers never collide
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    fill(staging)
-    (staging / STANDIN_MARKER).write_text(
-        f"stand-in version {STANDIN_VERSION}\nOffline stand-in made from scikit-image's photographs; "
-        "numbers from it are not BSD100 or CIFAR-10 results.\n"
-    )
-    if standin_is_current(dest):  # another process finished first: keep its copy
-        shutil.rmtree(staging, ignore_errors=True)
-        return dest
-    shutil.rmtree(dest, ignore_errors=True)
-    try:
-        os.replace(staging, dest)
-    except OSError:  # another process renamed its copy in between
-        shutil.rmtree(staging, ignore_errors=True)
-        if not standin_is_current(dest):
-            raise
+def _write_atomically(dest: Path, fill: Callable[[Path], None]) -> Path:
+    """Build a stand-in folder privately with `fill(staging)`, then publish it in one rename, one writer at a time."""
+    with file_lock(dest):
+        if standin_is_current(dest):  # another process finished it while this one waited
+            return dest
+        with staged(dest, folder=True) as staging:
+            fill(staging)
+            (staging / STANDIN_MARKER).write_text(
+                f"stand-in version {STANDIN_VERSION}\nOffline stand-in made from scikit-image's photographs; "
+                "numbers from it are not BSD100 or CIFAR-10 results.\n"
+            )
     return dest
 
 

@@ -6,7 +6,8 @@ import json
 
 import nbformat
 
-from helpers.report import RESULTS_ENV_VAR, execute_notebook, read_results, record_result, write_report
+from helpers.course.report import execute_notebook, write_report
+from helpers.course.results import RESULTS_ENV_VAR, read_results, record_result
 
 
 def _notebook(path, sources):
@@ -19,7 +20,7 @@ def _notebook(path, sources):
 def test_runner_executes_and_reports(tmp_path, monkeypatch):
     results_file = tmp_path / "results.jsonl"
     monkeypatch.setenv(RESULTS_ENV_VAR, str(results_file))  # the kernel inherits it, as under `make course`
-    recording = "from helpers.report import record_result\nrecord_result('ladder', '| rung | 42 |')"
+    recording = "from helpers.course.results import record_result\nrecord_result('ladder', '| rung | 42 |')"
     good = execute_notebook(
         _notebook(tmp_path / "00_good.ipynb", ["x = 6 * 7", "assert x == 42\nprint(x)", recording]), tmp_path / "out"
     )

@@ -5,15 +5,9 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from helpers.data import (
-    bsds300_split,
-    check_bsds300_layout,
-    cifar10_class_names,
-    load_cifar10,
-    prepare_bsds300,
-    prepare_cifar10,
-)
-from helpers.standins import SR_TEST_PHOTOS, STANDIN_MARKER
+from helpers.cifar import cifar10_class_names, load_cifar10
+from helpers.course.data import bsds300_split, check_bsds300_layout, prepare_bsds300, prepare_cifar10
+from helpers.course.standins import SR_TEST_PHOTOS, STANDIN_MARKER
 
 
 def test_sr_standin_has_the_bsds300_layout(tmp_path):

@@ -11,30 +11,22 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+import nbformat
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from nbconvert import HTMLExporter
+from tqdm.auto import tqdm
+
+from ..env import environment_report, format_environment_report
+from .data import prepare_bsds300, prepare_cifar10
+from .profiles import PROFILE_ENV_VAR, resolve_profile_name
+from .results import RESULTS_ENV_VAR, read_results
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
-RESULTS_ENV_VAR = "COURSE_RESULTS_FILE"
-
-
-def record_result(title: str, text: str) -> bool:
-    """Hand a notebook's table or headline to the course report (a no-op outside `make course`); True if recorded.
-
-    The runner sets COURSE_RESULTS_FILE; each call appends one block, shown in the summary in order.
-    """
-    target = os.environ.get(RESULTS_ENV_VAR)
-    if not target:
-        return False
-    with open(target, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"title": title, "text": text}) + "\n")
-    return True
-
-
-def read_results(path: Path) -> list[dict[str, str]]:
-    """The blocks recorded during a run, in order."""
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 @dataclass
@@ -62,9 +54,6 @@ def course_notebooks(folder: Path = NOTEBOOKS_DIR) -> list[Path]:
 
 def _current_env_kernel_manager():
     """A kernel manager that starts ipykernel with this interpreter, whatever kernels the user has registered."""
-    from jupyter_client import KernelManager
-    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-
     class CurrentEnvSpecs(KernelSpecManager):
         def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
             argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
@@ -75,11 +64,6 @@ def _current_env_kernel_manager():
 
 def execute_notebook(path: Path, out_dir: Path, cell_timeout: int = 1800) -> NotebookRun:
     """Execute one notebook in a fresh kernel (cwd = its folder); write the executed copy and its HTML to `out_dir`."""
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-    from nbconvert import HTMLExporter
-
     notebook = nbformat.read(path, as_version=4)
     kernel_manager = _current_env_kernel_manager()
     client = NotebookClient(
@@ -129,8 +113,6 @@ def write_report(
     results: list[dict[str, str]] | None = None,
 ) -> tuple[Path, Path]:
     """Write `summary.md` and `index.html` (environment, profile, data, notebooks, recorded results); return paths."""
-    from .env import format_environment_report
-
     rows = _rows(runs, out_dir)
     env_line = format_environment_report(environment)
     stamp = time.strftime("%Y-%m-%d %H:%M:%S %Z")
@@ -176,12 +158,6 @@ def write_report(
 
 def run_course(profile: str = "auto", out_dir: Path = REPORTS_DIR, notebooks: list[Path] | None = None) -> int:
     """Prepare the data, execute every notebook in `profile`, write the report; return a process exit code."""
-    from tqdm import tqdm
-
-    from .data import prepare_bsds300, prepare_cifar10
-    from .env import environment_report, format_environment_report
-    from .profiles import PROFILE_ENV_VAR, resolve_profile_name
-
     name = resolve_profile_name(profile)
     os.environ[PROFILE_ENV_VAR] = name  # every notebook's kernel inherits it
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -209,7 +185,7 @@ def run_course(profile: str = "auto", out_dir: Path = REPORTS_DIR, notebooks: li
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: python -m helpers.report [--profile auto|smoke|cpu|full] [--out reports]."""
+    """Command line: python -m helpers.course.report [--profile auto|smoke|cpu|full] [--out reports]."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--profile", default="auto", help="auto (full on CUDA, else cpu), smoke, cpu or full")
     parser.add_argument("--out", type=Path, default=REPORTS_DIR, help="folder for the executed notebooks and report")

@@ -1,242 +1,31 @@
-"""Super-resolution datasets for the BSDS300 layout: the seed's traditional way, lazy crops, a decoded uint8 cache,
-and whole-image evaluation."""
+"""A decoded uint8 cache for super-resolution (every image decoded once, LR made once, in memory or memory-mapped
+files shared by every worker and rank), and two loaders of paired crops from it: crops gathered on the CPU and sent as
+uint8, or the zero-CPU pipeline that cuts crops and makes LR on the device.
+
+Copy with: sr_data.py, images.py, resize.py (decoding, geometry, flips, MATLAB bicubic) and atomic.py (safe
+concurrent on-disk builds).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Sequence
+import queue
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
-from torch.utils.data import Dataset, get_worker_info
 
-from .augment import dihedral
-from .data import bsds300_split
-from .images import ImageTooSmallError, check_crop_fits, load_rgb_image
+from .atomic import file_lock, staged
+from .images import ImageTooSmallError, load_rgb_image, to_uint8_tensor, to_unit_float
+from .sr_data import SCALES, bicubic_downscale, check_sr_geometry, list_images, mod_crop, paired_dihedral
 
-SCALES = (2, 3, 4)
 PIXEL_BYTES = 4  # the decoded cache stores RGBX: R, G, B and one padding byte
-
-
-# --- shared pieces -----------------------------------------------------------------------------------------------
-
-
-def resolve_image_paths(root_or_paths: str | os.PathLike | Sequence[str | os.PathLike], split: str = "train") -> list[Path]:
-    """Return image paths: a list as given, a BSDS300-layout root's `split`, or every image in a folder."""
-    if isinstance(root_or_paths, (str, os.PathLike)):
-        root = Path(root_or_paths)
-        if (root / "images" / split).is_dir():
-            paths = bsds300_split(root, split)
-        else:
-            paths = sorted(p for p in root.iterdir() if p.suffix.lower() in {".jpg", ".jpeg", ".png", ".bmp"})
-    else:
-        paths = [Path(p) for p in root_or_paths]
-    if not paths:
-        raise ValueError(f"no images found in {root_or_paths}")
-    return paths
-
-
-def check_sr_geometry(scale: int, hr_crop: int) -> None:
-    """Raise ValueError unless `scale` is 2, 3 or 4 and `hr_crop` is a positive multiple of it."""
-    if scale not in SCALES:
-        raise ValueError(f"scale must be one of {SCALES}, not {scale}")
-    if hr_crop <= 0 or hr_crop % scale:
-        raise ValueError(f"hr_crop={hr_crop} is not a multiple of scale={scale}: LR and HR crops could not align")
-
-
-def to_float(image: Image.Image | np.ndarray) -> torch.Tensor:
-    """An RGB image (PIL or HWC uint8 array) as a float (3, H, W) tensor in [0, 1]."""
-    array = np.array(image, dtype=np.uint8)  # a writable copy: torch warns on read-only buffers
-    return torch.from_numpy(array).permute(2, 0, 1).float().div_(255)
-
-
-def bicubic_downscale(hr: torch.Tensor, scale: int) -> torch.Tensor:
-    """Antialiased bicubic downscale of a (C, H, W) or (N, C, H, W) float tensor by `scale`, clamped to [0, 1]."""
-    batch = hr if hr.ndim == 4 else hr[None]
-    lr = F.interpolate(batch, scale_factor=1 / scale, mode="bicubic", antialias=True, align_corners=False)
-    lr = lr.clamp_(0, 1)
-    return lr if hr.ndim == 4 else lr[0]
-
-
-def mod_crop(image: Image.Image, scale: int) -> Image.Image:
-    """Crop an image's right and bottom edges so both sides are multiples of `scale` (the standard SR protocol)."""
-    width, height = image.width - image.width % scale, image.height - image.height % scale
-    return image if (width, height) == image.size else image.crop((0, 0, width, height))
-
-
-def random_dihedral(tensors: Sequence[torch.Tensor], generator: torch.Generator) -> list[torch.Tensor]:
-    """Apply one random flip / 90-degree rotation (8 choices), the same one, to every (C, H, W) tensor."""
-    choice = int(torch.randint(0, 8, (1,), generator=generator))
-    return [dihedral(t, choice).contiguous() for t in tensors]
-
-
-class _SeededDataset(Dataset):
-    """Random draws from a per-process torch.Generator: each DataLoader worker (and rank) gets its own stream.
-
-    In a worker the stream is seeded from the worker's seed, which the DataLoader derives from its own generator
-    (so one seed reproduces every worker) plus the worker id (so workers differ). In the main process it is
-    seeded from `seed`, or from torch's global RNG when `seed` is None.
-    """
-
-    seed: int | None
-
-    def _generator(self) -> torch.Generator:
-        info = get_worker_info()
-        key = (info.id, info.seed) if info is not None else None
-        if getattr(self, "_generator_key", "unset") != key:
-            if info is not None:
-                base = info.seed
-            elif self.seed is not None:
-                base = self.seed
-            else:
-                base = int(torch.randint(0, 2**62, (1,)))
-            mixed = hashlib.blake2b(f"{base}:{self.seed}".encode(), digest_size=8).digest()
-            self._rng = torch.Generator().manual_seed(int.from_bytes(mixed, "little") >> 1)
-            self._generator_key = key
-        return self._rng
-
-    def _origin(self, width: int, height: int, hr_crop: int, scale: int, generator: torch.Generator) -> tuple[int, int]:
-        """A random top-left corner, a multiple of `scale`, for an `hr_crop` square inside width x height."""
-        max_x, max_y = (width - hr_crop) // scale, (height - hr_crop) // scale
-        x = int(torch.randint(0, max_x + 1, (1,), generator=generator)) * scale
-        y = int(torch.randint(0, max_y + 1, (1,), generator=generator)) * scale
-        return x, y
-
-
-# --- the traditional way -----------------------------------------------------------------------------------------
-
-
-def write_upscaled_inputs(paths: Sequence[Path], scale: int, workdir: Path) -> list[tuple[Path, Path]]:
-    """The traditional preprocessing pass: bicubic-downscale each image, upscale back to HR size, save as PNG.
-
-    Returns (upscaled-LR file, HR file) pairs; the HR file is the original image.
-    """
-    workdir.mkdir(parents=True, exist_ok=True)
-    pairs = []
-    for index, path in enumerate(paths):
-        hr = mod_crop(load_rgb_image(path), scale)
-        lr = hr.resize((hr.width // scale, hr.height // scale), Image.Resampling.BICUBIC)
-        upscaled = lr.resize(hr.size, Image.Resampling.BICUBIC)
-        target = workdir / f"{index:05d}_{path.stem}_x{scale}_upscaled.png"
-        upscaled.save(target)
-        pairs.append((target, path))
-    return pairs
-
-
-class NaiveSRDataset(_SeededDataset):
-    """The seed post's traditional way, faithfully: pre-upscaled LR files on disk, whole images decoded per sample.
-
-    A preprocessing pass writes every image's bicubic-downscaled-then-upscaled version as a temporary PNG. Each
-    sample then reads and decodes the whole upscaled file and the whole HR file, converts both to float tensors,
-    and only then crops. Returns (upscaled LR crop, HR crop), both (3, hr_crop, hr_crop).
-    """
-
-    def __init__(
-        self,
-        root_or_paths,
-        scale: int = 4,
-        hr_crop: int = 128,
-        workdir: str | os.PathLike | None = None,
-        seed: int | None = None,
-    ) -> None:
-        check_sr_geometry(scale, hr_crop)
-        self.scale, self.hr_crop, self.seed = scale, hr_crop, seed
-        self.paths = resolve_image_paths(root_or_paths)
-        self._owns_workdir = workdir is None
-        self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="naive_sr_"))
-        self.pairs = write_upscaled_inputs(self.paths, scale, self.workdir)
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        upscaled_path, hr_path = self.pairs[index]
-        upscaled = to_float(load_rgb_image(upscaled_path))  # the whole image, as float
-        hr = to_float(mod_crop(load_rgb_image(hr_path), self.scale))
-        height, width = hr.shape[1:]
-        check_crop_fits((width, height), self.hr_crop, hr_path)
-        x, y = self._origin(width, height, self.hr_crop, self.scale, self._generator())
-        window = (slice(None), slice(y, y + self.hr_crop), slice(x, x + self.hr_crop))
-        return upscaled[window].clone(), hr[window].clone()
-
-    def cleanup(self) -> None:
-        """Delete the temporary upscaled files (when this dataset created their folder)."""
-        if self._owns_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-class InMemoryNaiveSRDataset(_SeededDataset):
-    """The traditional way held in memory: every upscaled LR and HR image preprocessed into float32 tensors."""
-
-    def __init__(self, root_or_paths, scale: int = 4, hr_crop: int = 128, seed: int | None = None) -> None:
-        check_sr_geometry(scale, hr_crop)
-        self.scale, self.hr_crop, self.seed = scale, hr_crop, seed
-        self.paths = resolve_image_paths(root_or_paths)
-        self.inputs: list[torch.Tensor] = []
-        self.targets: list[torch.Tensor] = []
-        for path in self.paths:
-            hr = mod_crop(load_rgb_image(path), scale)
-            check_crop_fits(hr.size, hr_crop, path)
-            lr = hr.resize((hr.width // scale, hr.height // scale), Image.Resampling.BICUBIC)
-            self.inputs.append(to_float(lr.resize(hr.size, Image.Resampling.BICUBIC)))
-            self.targets.append(to_float(hr))
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held by the preprocessed float tensors."""
-        return sum(t.numel() * t.element_size() for t in (*self.inputs, *self.targets))
-
-    def __len__(self) -> int:
-        return len(self.targets)
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        hr = self.targets[index]
-        x, y = self._origin(hr.shape[2], hr.shape[1], self.hr_crop, self.scale, self._generator())
-        window = (slice(None), slice(y, y + self.hr_crop), slice(x, x + self.hr_crop))
-        return self.inputs[index][window].clone(), hr[window].clone()
-
-
-# --- lazy crops --------------------------------------------------------------------------------------------------
-
-
-class LazyCropSRDataset(_SeededDataset):
-    """Paired random crops computed in __getitem__: an HR crop at a scale-aligned origin, its LR by bicubic downscale.
-
-    The same random flip/rot90 is applied to both. Returns (lr, hr) floats in [0, 1] of shapes
-    (3, hr_crop/scale, hr_crop/scale) and (3, hr_crop, hr_crop). PIL still decodes the whole file for a crop.
-    """
-
-    def __init__(
-        self, root_or_paths, scale: int = 4, hr_crop: int = 128, seed: int | None = None, augment: bool = True
-    ) -> None:
-        check_sr_geometry(scale, hr_crop)
-        self.scale, self.hr_crop, self.seed, self.augment = scale, hr_crop, seed, augment
-        self.paths = resolve_image_paths(root_or_paths)
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        path = self.paths[index]
-        image = load_rgb_image(path)
-        check_crop_fits(image.size, self.hr_crop, path)
-        generator = self._generator()
-        x, y = self._origin(image.width, image.height, self.hr_crop, self.scale, generator)
-        hr = to_float(image.crop((x, y, x + self.hr_crop, y + self.hr_crop)))
-        lr = bicubic_downscale(hr, self.scale)
-        if self.augment:
-            lr, hr = random_dihedral((lr, hr), generator)
-        return lr, hr
-
-
-# --- decoded uint8 cache -----------------------------------------------------------------------------------------
 
 
 def _fingerprint(paths: Sequence[Path], scale: int) -> str:
@@ -253,16 +42,22 @@ class DecodedSRCache:
     Images are stored height x width x RGBX (a padding byte per pixel): each crop row is one contiguous run of
     bytes, and each pixel one 32-bit word, which makes flips and rotations cheap. Batches come out as NCHW uint8.
 
-    `sample(batch_size, generator)` takes aligned paired crops (LR origin x scale = HR origin) for a whole batch by
+    `sample(batch_size, hr_crop=..., generator=...)` takes aligned paired crops (LR origin x scale = HR origin) for a whole batch by
     tensor indexing, with no per-sample Python decoding. With `cache_dir`, the stores are files reused across runs
     and rebuilt when any source image changes (content fingerprint).
     """
 
-    def __init__(self, root_or_paths, scale: int = 4, cache_dir: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        folder_or_paths: str | os.PathLike | Sequence[str | os.PathLike],
+        *,
+        scale: int = 4,
+        cache_dir: str | os.PathLike | None = None,
+    ) -> None:
         if scale not in SCALES:
             raise ValueError(f"scale must be one of {SCALES}, not {scale}")
         self.scale = scale
-        self.paths = resolve_image_paths(root_or_paths)
+        self.paths = list_images(folder_or_paths)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.rebuilt = False
         self._checked_crops: set[int] = set()
@@ -272,11 +67,10 @@ class DecodedSRCache:
             self._open_or_build_on_disk()
 
     # building
-    def _decode_all(self):
+    def _decode_all(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for path in self.paths:
-            hr = to_float(mod_crop(load_rgb_image(path), self.scale))
-            lr = bicubic_downscale(hr, self.scale)
-            yield (hr * 255).round_().to(torch.uint8), (lr * 255).round_().to(torch.uint8)
+            hr = to_uint8_tensor(mod_crop(load_rgb_image(path), self.scale))
+            yield hr, bicubic_downscale(hr, self.scale)  # uint8 in, uint8 out, rounded as MATLAB rounds
 
     def _layout(self, shapes: list[tuple[int, int]]) -> None:
         s = self.scale
@@ -314,18 +108,15 @@ class DecodedSRCache:
         self._fill(self.hr_store, self.lr_store)
         self.rebuilt = True
 
-    def _open_or_build_on_disk(self) -> None:
-        folder = self.cache_dir / f"x{self.scale}"
+    def _read_meta(self, folder: Path) -> dict[str, Any]:
         meta_path = folder / "meta.json"
-        fingerprint = _fingerprint(self.paths, self.scale)
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        if meta.get("fingerprint") != fingerprint:
-            shutil.rmtree(folder, ignore_errors=True)
-            staging = self.cache_dir / f".x{self.scale}.building"
-            shutil.rmtree(staging, ignore_errors=True)
-            staging.mkdir(parents=True)
-            shapes = self._shapes()
-            self._layout(shapes)
+        return json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+
+    def _build_on_disk(self, folder: Path, fingerprint: str) -> None:
+        """Decode everything into a private staging folder, then publish it in one rename."""
+        shapes = self._shapes()
+        self._layout(shapes)
+        with staged(folder, folder=True) as staging:
             hr_map = np.memmap(staging / "hr.u8", dtype=np.uint8, mode="w+", shape=(self.hr_total,))
             lr_map = np.memmap(staging / "lr.u8", dtype=np.uint8, mode="w+", shape=(self.lr_total,))
             self._fill(torch.from_numpy(hr_map), torch.from_numpy(lr_map))
@@ -333,9 +124,17 @@ class DecodedSRCache:
             lr_map.flush()
             del hr_map, lr_map
             meta = {"fingerprint": fingerprint, "paths": [str(p) for p in self.paths], "shapes": shapes}
-            (staging / "meta.json").write_text(json.dumps(meta))
-            os.replace(staging, folder)  # a half-built cache is never taken as valid
-            self.rebuilt = True
+            (staging / "meta.json").write_text(json.dumps(meta))  # written last: its presence means complete
+        self.rebuilt = True
+
+    def _open_or_build_on_disk(self) -> None:
+        folder = self.cache_dir / f"x{self.scale}"
+        fingerprint = _fingerprint(self.paths, self.scale)
+        if self._read_meta(folder).get("fingerprint") != fingerprint:
+            with file_lock(folder):  # one builder at a time; the others wait, then find its finished cache
+                if self._read_meta(folder).get("fingerprint") != fingerprint:
+                    self._build_on_disk(folder, fingerprint)
+        meta = self._read_meta(folder)
         self._layout([tuple(s) for s in meta["shapes"]])
         self.hr_store = torch.from_numpy(np.memmap(folder / "hr.u8", dtype=np.uint8, mode="c", shape=(self.hr_total,)))
         self.lr_store = torch.from_numpy(np.memmap(folder / "lr.u8", dtype=np.uint8, mode="c", shape=(self.lr_total,)))
@@ -390,7 +189,7 @@ class DecodedSRCache:
         return words.view(torch.uint8).view(batch, height, width, PIXEL_BYTES)[..., :3].permute(0, 3, 1, 2)
 
     def sample(
-        self, batch_size: int, hr_crop: int, generator: torch.Generator, augment: bool = True
+        self, batch_size: int, *, hr_crop: int, generator: torch.Generator, augment: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch of aligned paired uint8 crops: (B, 3, hr_crop/scale, ...) LR and (B, 3, hr_crop, hr_crop) HR.
 
@@ -427,6 +226,7 @@ class CachedCropLoader:
     def __init__(
         self,
         cache: DecodedSRCache,
+        *,
         batch_size: int,
         hr_crop: int = 128,
         batches_per_epoch: int | None = None,
@@ -446,26 +246,26 @@ class CachedCropLoader:
     def __len__(self) -> int:
         return self.batches_per_epoch
 
-    def _host_batches(self):
+    def _host_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         on_cuda = self.device.type == "cuda"
         for _ in range(self.batches_per_epoch):
-            lr, hr = self.cache.sample(self.batch_size, self.hr_crop, self.generator, self.augment)
+            lr, hr = self.cache.sample(
+                self.batch_size, hr_crop=self.hr_crop, generator=self.generator, augment=self.augment
+            )
             if on_cuda:  # pinned uint8: a quarter of the bytes of float32, copied asynchronously
                 yield lr.pin_memory(), hr.pin_memory()
             elif self.as_float:
-                yield lr.float().div_(255), hr.float().div_(255)
+                yield to_unit_float(lr), to_unit_float(hr)
             else:
                 yield lr, hr
 
-    def __iter__(self):
-        from .loading import BackgroundPrefetcher
-
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         batches = BackgroundPrefetcher(self._host_batches(), self.prefetch) if self.prefetch else self._host_batches()
         for lr, hr in batches:
             if self.device.type != "cpu":
                 lr, hr = lr.to(self.device, non_blocking=True), hr.to(self.device, non_blocking=True)
                 if self.as_float:
-                    lr, hr = lr.float().div_(255), hr.float().div_(255)
+                    lr, hr = to_unit_float(lr), to_unit_float(hr)
             yield lr, hr
 
 
@@ -479,6 +279,7 @@ class DeviceSRCropLoader:
     def __init__(
         self,
         cache: DecodedSRCache,
+        *,
         batch_size: int,
         hr_crop: int = 128,
         batches_per_epoch: int | None = None,
@@ -518,34 +319,64 @@ class DeviceSRCropLoader:
             + ((ys[:, None, None, None] + self._rows) * w + xs[:, None, None, None] + self._cols) * PIXEL_BYTES
             + self._channels
         )
-        hr = self.store[index].permute(0, 3, 1, 2).float().div_(255)  # (B, 3, crop, crop)
+        hr = to_unit_float(self.store[index].permute(0, 3, 1, 2))  # (B, 3, crop, crop)
         lr = bicubic_downscale(hr, s)
         if self.augment:
-            from .augment import paired_dihedral
-
             lr, hr = paired_dihedral(lr, hr, self.generator)
         return lr, hr
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for _ in range(self.batches_per_epoch):
             yield self._batch()
 
 
-# --- evaluation --------------------------------------------------------------------------------------------------
+class BackgroundPrefetcher:
+    """Iterate `iterable` in a background thread, `depth` items ahead, so producing the next batch overlaps the step.
 
+    Worth it when producing a batch is mostly torch work that releases the GIL (gathers, copies, pinning), as in
+    a decoded-cache loader; the thread stops when the consumer stops, and re-raises the producer's errors.
+    """
 
-class SREvalDataset(Dataset):
-    """Whole test images: HR cropped to a multiple of the scale, LR by bicubic downscale; (lr, hr) floats in [0, 1]."""
+    _DONE = object()
 
-    def __init__(self, root_or_paths, scale: int = 4, split: str = "test") -> None:
-        if scale not in SCALES:
-            raise ValueError(f"scale must be one of {SCALES}, not {scale}")
-        self.scale = scale
-        self.paths = resolve_image_paths(root_or_paths, split=split)
+    def __init__(self, iterable: Iterable, depth: int = 2) -> None:
+        self.iterable, self.depth = iterable, depth
 
     def __len__(self) -> int:
-        return len(self.paths)
+        return len(self.iterable)  # type: ignore[arg-type]
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        hr = to_float(mod_crop(load_rgb_image(self.paths[index]), self.scale))
-        return bicubic_downscale(hr, self.scale), hr
+    def __iter__(self) -> Iterator[Any]:
+        items: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+
+        def offer(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    items.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def produce() -> None:
+            try:
+                for item in self.iterable:
+                    if not offer(item):
+                        return
+                offer(self._DONE)
+            except BaseException as error:  # noqa: BLE001 (handed to the consumer, which re-raises it)
+                offer(error)
+
+        thread = threading.Thread(target=produce, name="prefetch", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = items.get()
+                if item is self._DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            thread.join(timeout=5)

@@ -1,0 +1,375 @@
+"""The course's loader ladders: every rung of a pipeline measured side by side in one process (the loader alone, then
+feeding the same model against pre-made batches), the memory of the traditional SR stores, and the JPEG decoders."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torchvision.datasets import ImageFolder
+from torchvision.io import decode_jpeg, read_file
+from tqdm.auto import tqdm
+
+from ..augment import cifar_train_augment
+from ..cifar import cifar10_class_names, load_cifar10
+from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
+from ..images import load_rgb_image, to_unit_float
+from ..loading import DeviceTensorLoader, make_loader
+from ..measure import diagnose_pipeline, measure_loader, measure_pipeline, synchronize
+from ..models import ESPCN, SmallConvNet, cifar_resnet18
+from ..seeding import seed_everything
+from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
+from ..sr_data import LazyCropSRDataset
+from .baselines import (
+    InMemoryNaiveSRDataset, NaiveSRDataset, export_image_folder, native_size_transform, seed_post_transform,
+)  # fmt: skip
+from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
+from .profiles import Profile, resolve_profile
+
+
+# --- memory ---------------------------------------------------------------------------------------------------------
+
+
+def sr_memory_by_scale(paths: list[Path], scales: tuple[int, ...] = (2, 3, 4)) -> list[dict[str, Any]]:
+    """Bytes held by the traditional in-memory stores (float32 upscaled LR + HR) and by the uint8 cache, per scale."""
+    rows = []
+    for scale in scales:
+        traditional = InMemoryNaiveSRDataset(paths, scale=scale, hr_crop=scale)
+        cache = DecodedSRCache(paths, scale=scale)
+        input_bytes = sum(t.numel() * t.element_size() for t in traditional.inputs)
+        rows.append(
+            {
+                "scale": scale,
+                "images": len(paths),
+                "traditional_mib": traditional.nbytes / 2**20,
+                "cache_mib": cache.nbytes / 2**20,
+                "total_ratio": traditional.nbytes / cache.nbytes,
+                # model inputs: float32 RGB at HR size against the LR's uint8 RGB bytes (padding not counted)
+                "input_ratio": input_bytes / (cache.lr_total * 3 // PIXEL_BYTES),
+            }
+        )
+        del traditional, cache
+    return rows
+
+
+
+# --- the benchmark steps -----------------------------------------------------------------------------------------
+
+
+def plain_train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+) -> Callable[[Any], float]:
+    """A plain fp32 step for benchmarking loaders: takes an (inputs, targets) batch on the device; uint8 tensors are
+    made float in [0, 1] here, on the device, as a fast pipeline sends them."""
+
+    def step(batch: Any) -> float:
+        inputs, targets = (to_unit_float(t) for t in batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+    return step
+
+
+def sr_train_step(model: nn.Module, learning_rate: float = 1e-4) -> Callable[[Any], float]:
+    """The SR benchmark step: L1 loss, Adam."""
+    return plain_train_step(model, torch.optim.Adam(model.parameters(), lr=learning_rate), nn.L1Loss())
+
+
+def classification_train_step(model: nn.Module, learning_rate: float = 0.05) -> Callable[[Any], float]:
+    """The classification benchmark step: cross-entropy, SGD with momentum."""
+    return plain_train_step(model, torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9), nn.CrossEntropyLoss())
+
+
+
+# --- ladders -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Rung:
+    """One rung of a loader ladder: a name, how to build its loader, the model its batches feed, and its step."""
+
+    name: str
+    build: Callable[[], Iterable]
+    model: Callable[[], nn.Module]
+    workers: int = 0
+    make_step: Callable[[nn.Module], Callable[[Any], Any]] = sr_train_step
+
+
+def run_ladder(
+    rungs: list[Rung], *, device: torch.device, loader_batches: int, steps_per_block: int, blocks: int
+) -> list[dict[str, Any]]:
+    """Measure every rung side by side in this process: loader alone, then feeding its model (interleaved)."""
+    rows = []
+    for rung in tqdm(rungs, desc="ladder", unit="rung"):
+        loader = rung.build()
+        alone = measure_loader(loader, loader_batches, warmup=max(1, rung.workers))
+        torch.manual_seed(0)
+        model = rung.model().to(device)
+        fed = measure_pipeline(loader, rung.make_step(model), device, steps_per_block=steps_per_block, blocks=blocks)
+        rows.append(
+            {
+                "name": rung.name,
+                "samples_per_s": alone["samples_per_s"],
+                "pipeline_efficiency": fed.pipeline_efficiency,
+                "fed_samples_per_s": fed.samples_per_s,
+                "ideal_samples_per_s": fed.ideal_samples_per_s,
+                "data_wait_ms": fed.data_wait_ms,
+                "compute_ms": fed.compute_ms,
+                "peak_rss_mib": max(alone["peak_rss_mib"], fed.peak_rss_mib),
+                "peak_device_mib": fed.peak_device_mib,
+                "doctor": diagnose_pipeline(fed, num_workers=rung.workers, cpu_cores=usable_cpu_count()).splitlines()[0],
+            }
+        )
+        for item in (loader, model):
+            cleanup = getattr(getattr(item, "dataset", item), "cleanup", None)
+            if callable(cleanup):
+                cleanup()
+        del loader, model
+    first = rows[0]["samples_per_s"]
+    for row in rows:
+        row["speedup_vs_first"] = row["samples_per_s"] / first
+    return rows
+
+
+def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
+    """A markdown table of a ladder's rows."""
+    lines = [
+        f"{label}\n" if label else "",
+        "| rung | loader samples/s | × first | fed samples/s | efficiency | data-wait ms | compute ms | peak RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['samples_per_s']:.0f} | {r['speedup_vs_first']:.1f} | {r['fed_samples_per_s']:.0f} | "
+            f"{r['pipeline_efficiency']:.2f} | {r['data_wait_ms']:.1f} | {r['compute_ms']:.1f} | {r['peak_rss_mib']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def sr_ladder(
+    paths: list[Path],
+    *,
+    device: torch.device,
+    batch_size: int,
+    scale: int = 4,
+    hr_crop: int = 128,
+    workers: int = 2,
+    seed: int = 0,
+    samples_per_epoch: int = 4096,
+) -> list[Rung]:
+    """The SR ladder's rungs: traditional from disk and in memory, lazy crop plain and tuned, decoded uint8 cache."""
+    pin = device.type == "cuda"
+    common = {"seed": seed, "samples_per_epoch": samples_per_epoch, "pin_memory": pin}
+
+    def naive_disk():
+        return make_loader(NaiveSRDataset(paths, scale=scale, hr_crop=hr_crop, seed=seed), batch_size, **common)
+
+    def naive_memory():
+        return make_loader(InMemoryNaiveSRDataset(paths, scale=scale, hr_crop=hr_crop, seed=seed), batch_size, **common)
+
+    def lazy_plain():
+        return make_loader(LazyCropSRDataset(paths, scale=scale, hr_crop=hr_crop, seed=seed), batch_size, **common)
+
+    def lazy_tuned():
+        dataset = LazyCropSRDataset(paths, scale=scale, hr_crop=hr_crop, seed=seed)
+        return make_loader(
+            dataset, batch_size, num_workers=workers, prefetch_factor=4, persistent_workers=True, **common
+        )
+
+    def cached():  # uint8 all the way to the device; the step makes it float there
+        cache = DecodedSRCache(paths, scale=scale)
+        return CachedCropLoader(cache, batch_size=batch_size, hr_crop=hr_crop, batches_per_epoch=10**6, seed=seed,
+                                device=device, as_float=False)  # fmt: skip
+
+    def upscaled_input_model():
+        return ESPCN(scale=1)  # the same network on pre-upscaled inputs: 16x the pixels at x4
+
+    def lr_input_model():
+        return ESPCN(scale=scale)
+
+    return [
+        Rung("naive: pre-upscaled files from disk (seed's traditional way)", naive_disk, upscaled_input_model),
+        Rung("naive: pre-upscaled float tensors in memory", naive_memory, upscaled_input_model),
+        Rung("lazy crop, num_workers=0", lazy_plain, lr_input_model),
+        Rung(f"lazy crop, {workers} workers, prefetch 4, persistent", lazy_tuned, lr_input_model, workers),
+        Rung("decoded uint8 cache, batch crops", cached, lr_input_model),
+    ]
+
+
+def cifar_ladder(
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    image_folder: Path,
+    device: torch.device,
+    batch_size: int,
+    model: Callable[[], nn.Module],
+    workers: int = 2,
+    seed: int = 0,
+) -> list[Rung]:
+    """The classification ladder: the seed post's ImageFolder + PIL pipeline, the same at 32 px, and the whole
+    dataset as one uint8 tensor on the device with kornia batch augmentation (with and without augmentation)."""
+    pin = device.type == "cuda"
+    samples = 10**6  # an epoch long enough that no measurement restarts the workers
+    seed_workers = min(4, max(1, workers))  # the post's num_workers=4, capped by the cores here
+
+    def seed_post():
+        dataset = ImageFolder(str(image_folder), transform=seed_post_transform())
+        return make_loader(dataset, batch_size, seed=seed, num_workers=seed_workers, pin_memory=pin,
+                           persistent_workers=True, samples_per_epoch=samples)  # fmt: skip
+
+    def native_pil():
+        dataset = ImageFolder(str(image_folder), transform=native_size_transform())
+        return make_loader(dataset, batch_size, seed=seed, num_workers=seed_workers, pin_memory=pin,
+                           persistent_workers=True, samples_per_epoch=samples)  # fmt: skip
+
+    def on_device(augment: bool):
+        def build():
+            transform = cifar_train_augment().to(device) if augment else None
+            return DeviceTensorLoader(images, labels, batch_size=batch_size, device=device, augment=transform,
+                                      drop_last=True, seed=seed)  # fmt: skip
+
+        return build
+
+    return [
+        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers",
+             seed_post, model, seed_workers, classification_train_step),
+        Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} workers",
+             native_pil, model, seed_workers, classification_train_step),
+        Rung("whole dataset as uint8 on the device + kornia batch augmentation (crop, flip, jitter, grayscale)",
+             on_device(True), model, 0, classification_train_step),
+        Rung("whole dataset as uint8 on the device, no augmentation (the ceiling)", on_device(False), model, 0,
+             classification_train_step),
+    ]  # fmt: skip
+
+
+# --- decoding ------------------------------------------------------------------------------------------------------
+
+
+def jpeg_decode_benchmark(paths: list[Path], device: torch.device, repeats: int = 3) -> list[dict[str, Any]]:
+    """Images/s decoding the same JPEG files: PIL, torchvision on the CPU, torchvision (nvJPEG) on CUDA when there
+    is a GPU, and NVIDIA DALI when it is installed; rows that cannot run say why instead of a number."""
+    encoded = [read_file(str(p)) for p in paths]
+    rows: list[dict[str, Any]] = []
+
+    def timed(name: str, decode: Callable[[], Any], sync: torch.device | None = None) -> None:
+        decode()  # warm-up: library initialisation, nvJPEG handles
+        start = time.perf_counter()
+        for _ in range(repeats):
+            decode()
+        if sync is not None:
+            synchronize(sync)
+        rows.append({"decoder": name, "images_per_s": repeats * len(paths) / (time.perf_counter() - start)})
+
+    timed("PIL (Image.open + load), CPU", lambda: [load_rgb_image(p) for p in paths])
+    timed("torchvision.io.decode_jpeg, CPU", lambda: decode_jpeg(encoded))
+    if device.type == "cuda":
+        timed(f"torchvision.io.decode_jpeg, {device} (nvJPEG)", lambda: decode_jpeg(encoded, device=device), device)
+    else:
+        rows.append({"decoder": "torchvision.io.decode_jpeg on CUDA", "images_per_s": None,
+                     "note": "skipped: no CUDA device here"})  # fmt: skip
+    rows.append(_dali_row(paths, repeats, device))
+    return rows
+
+
+def _dali_row(paths: list[Path], repeats: int, device: torch.device) -> dict[str, Any]:
+    """NVIDIA DALI's file reader + mixed (nvJPEG) decoder, when DALI and a GPU are there; never required."""
+    try:
+        from nvidia.dali import fn, pipeline_def
+    except ImportError:
+        return {"decoder": "NVIDIA DALI", "images_per_s": None,
+                "note": "skipped: DALI is not installed (optional: pip install nvidia-dali-cuda120)"}  # fmt: skip
+    if device.type != "cuda":
+        return {"decoder": "NVIDIA DALI", "images_per_s": None, "note": "skipped: DALI decodes on a GPU"}
+    batch = len(paths)
+
+    @pipeline_def(batch_size=batch, num_threads=4, device_id=device.index or 0)
+    def decode_pipeline():
+        jpegs, _ = fn.readers.file(files=[str(p) for p in paths])
+        return fn.decoders.image(jpegs, device="mixed")
+
+    pipe = decode_pipeline()
+    pipe.build()
+    pipe.run()  # warm-up
+    start = time.perf_counter()
+    for _ in range(repeats):
+        pipe.run()
+    return {"decoder": "NVIDIA DALI (file reader + mixed decoder)", "images_per_s": repeats * batch / (time.perf_counter() - start)}
+
+
+# --- the command line: python -m helpers.bench -------------------------------------------------------------------
+
+
+def _sr_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[list[dict[str, Any]], str, str]:
+    source = prepare_bsds300(progress=False)
+    paths = bsds300_split(source.root, "train")
+    batch_size = args.batch_size or 16
+    workers = max(1, min(8, usable_cpu_count()))
+    rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=args.scale, hr_crop=args.hr_crop,
+                      workers=workers)  # fmt: skip
+    rows = run_ladder(rungs, device=device, loader_batches=profile.bench_loader_batches,
+                      steps_per_block=profile.bench_steps_per_block, blocks=profile.bench_blocks)  # fmt: skip
+    label = (
+        f"SR ladder, x{args.scale}, {args.hr_crop}-px HR crops, batch {batch_size}, {len(paths)} images of "
+        f"{source.name}, ESPCN training step, profile {profile.name}"
+    )
+    return rows, label, source.describe()
+
+
+def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[list[dict[str, Any]], str, str]:
+    source = prepare_cifar10(progress=False)
+    images, labels = load_cifar10(source.root, train=True)
+    if profile.cifar_images:
+        images, labels = images[: profile.cifar_images], labels[: profile.cifar_images]
+    slug = "standin" if source.is_standin else "cifar10"
+    folder = export_image_folder(images, labels, class_names=cifar10_class_names(source.root),
+                                 dest=data_root() / "imagefolder" / f"{slug}-{len(images)}")  # fmt: skip
+    use_resnet = profile.cifar_ladder_model == "resnet18"
+    batch_size = args.batch_size or profile.cifar_ladder_batch
+    model = cifar_resnet18 if use_resnet else (lambda: SmallConvNet(width=16))
+    rungs = cifar_ladder(images, labels, image_folder=folder, device=device, batch_size=batch_size, model=model,
+                         workers=max(1, usable_cpu_count()))  # fmt: skip
+    rows = run_ladder(rungs, device=device, loader_batches=profile.bench_loader_batches,
+                      steps_per_block=profile.cifar_ladder_steps, blocks=profile.cifar_ladder_blocks)  # fmt: skip
+    label = (
+        f"CIFAR ladder, batch {batch_size}, {len(images)} images of {source.name}, "
+        f"{'ResNet18 (CIFAR stem)' if use_resnet else 'small CNN (width 16)'} training step, profile {profile.name}"
+    )
+    return rows, label, source.describe()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: python -m helpers.bench sr|cifar --json PATH [--profile auto|smoke|cpu|full]."""
+    parser = argparse.ArgumentParser(description="Run a loader ladder side by side in one process.")
+    parser.add_argument("ladder", choices=["sr", "cifar"], help="sr: super-resolution on BSDS300; cifar: CIFAR-10")
+    parser.add_argument("--json", type=Path, help="write the rows as JSON here")
+    parser.add_argument("--profile", default="auto", help="auto, smoke, cpu or full (COURSE_PROFILE overrides)")
+    parser.add_argument("--scale", type=int, default=4, help="sr: the upscaling factor")
+    parser.add_argument("--hr-crop", type=int, default=128, help="sr: HR crop size")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: 16 for sr, the profile's for cifar")
+    args = parser.parse_args(argv)
+
+    profile = resolve_profile(args.profile)
+    device = resolve_device()
+    seed_everything(0)
+    command = _sr_command if args.ladder == "sr" else _cifar_command
+    rows, label, data = command(args, profile, device)
+    environment = format_environment_report(environment_report(device))
+    print(ladder_table(rows, profile.label(f"{label}\n{environment}")))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"ladder": args.ladder, "profile": profile.name, "device": str(device), "label": label,
+                   "environment": environment, "data": data, "rungs": rows}  # fmt: skip
+        args.json.write_text(json.dumps(payload, indent=2))
+        print(f"\nwrote {args.json}")
+    return 0

@@ -1,0 +1,207 @@
+"""The course's two training runs as thin recipes over the library's trainer, sized by the profile, and the training
+command line: `python -m helpers.train sr|cifar` (also under torchrun)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..augment import cifar_train_augment, normalize_only
+from ..cifar import load_cifar10
+from ..distributed import DistributedContext, cleanup_distributed, init_distributed, local_main_first, wrap_model
+from ..env import environment_report, format_environment_report
+from ..evaluation import evaluate_classifier, evaluate_sr
+from ..images import to_unit_float
+from ..loading import DeviceTensorLoader
+from ..models import SmallConvNet, SmallEDSR, cifar_resnet18
+from ..seeding import rank_seed, seed_everything
+from ..sr_cache import CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
+from ..sr_data import SREvalDataset
+from ..step import PrecisionChoice, TrainStep, fastest_precision
+from ..trainer import fit, make_scheduler
+from .data import bsds300_split, prepare_bsds300, prepare_cifar10
+from .profiles import resolve_profile
+
+
+@dataclass
+class Recipe:
+    """Everything one training run needs, built for a profile and a device."""
+
+    task: str
+    description: str
+    model: nn.Module
+    loader: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    evaluate: Callable[[nn.Module], dict[str, Any]]
+    epochs: int
+    precision: PrecisionChoice
+    data: str
+    channels_last: bool = False
+    eval_every: int = 1
+
+
+def choose_precision(
+    model: nn.Module, example: tuple[torch.Tensor, torch.Tensor], *, loss_fn: Callable, device: torch.device,
+    channels_last: bool = False, context: DistributedContext | None = None,
+) -> PrecisionChoice:  # fmt: skip
+    """`fastest_precision` on this device; under DDP every rank takes rank 0's choice, so all ranks agree."""
+    choice = fastest_precision(model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)
+    if context is not None and context.enabled:
+        shared = [choice]
+        dist.broadcast_object_list(shared, src=0)
+        choice = shared[0]
+    return choice
+
+
+def sr_recipe(
+    profile_name: str, device: torch.device, *, scale: int = 4, seed: int = 0, context: DistributedContext | None = None
+) -> Recipe:
+    """SmallEDSR on BSDS300-train (or its stand-in) with paired crops from the decoded cache, evaluated on the test
+    split (BSD100) by the standard protocol; on CUDA the crops are cut on the device (the zero-CPU pipeline)."""
+    sizes = resolve_profile(profile_name).sr
+    source = prepare_bsds300(progress=False)
+    cache = DecodedSRCache(bsds300_split(source.root, "train"), scale=scale)
+    model = SmallEDSR(scale, sizes.features, sizes.blocks).to(device)
+    lr, hr = cache.sample(sizes.batch, hr_crop=sizes.hr_crop, generator=torch.Generator().manual_seed(seed))
+    precision = choose_precision(model, (to_unit_float(lr), to_unit_float(hr)), loss_fn=nn.L1Loss(), device=device,
+                                 context=context)  # fmt: skip
+    seed_everything(seed)
+    model = SmallEDSR(scale, sizes.features, sizes.blocks).to(device)
+    loader_type = DeviceSRCropLoader if device.type == "cuda" else CachedCropLoader
+    rank = context.rank if context is not None else 0
+    # each rank draws its own crops: a different stream per rank, reproducible from one seed
+    loader = loader_type(cache, batch_size=sizes.batch, hr_crop=sizes.hr_crop, batches_per_epoch=sizes.batches_per_epoch,
+                         seed=rank_seed(seed, rank), device=device)  # fmt: skip
+    optimizer = torch.optim.Adam(model.parameters(), lr=sizes.learning_rate, betas=(0.9, 0.99))
+    total = sizes.epochs * sizes.batches_per_epoch
+    scheduler = make_scheduler(optimizer, kind="onecycle", total_steps=total, peak_learning_rate=sizes.learning_rate)
+    test = SREvalDataset(bsds300_split(source.root, "test"), scale=scale)
+    return Recipe(
+        task="sr",
+        description=(
+            f"SmallEDSR({sizes.features} features, {sizes.blocks} blocks) x{scale}, {sizes.hr_crop}-px HR crops, "
+            f"batch {sizes.batch}, {total} steps, Adam + OneCycle, L1, {precision.precision} on {device}"
+        ),
+        model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=nn.L1Loss(),
+        evaluate=lambda m: evaluate_sr(m, test, scale=scale, device=device, context=context),
+        epochs=sizes.epochs, precision=precision, data=source.describe(),
+        eval_every=2 if profile_name != "smoke" else 1,
+    )  # fmt: skip
+
+
+def cifar_recipe(
+    profile_name: str, device: torch.device, *, seed: int = 0, label_smoothing: float = 0.1,
+    context: DistributedContext | None = None,
+) -> Recipe:  # fmt: skip
+    """ResNet18 (CIFAR stem) on CIFAR-10 (or its stand-in) from a whole-dataset-on-device loader with kornia batch
+    augmentation, SGD + OneCycle, label smoothing, the fastest precision measured here; top-1 after each epoch."""
+    sizes = resolve_profile(profile_name).cifar
+    source = prepare_cifar10(progress=False)
+    images, labels = load_cifar10(source.root, train=True)
+    test_images, test_labels = load_cifar10(source.root, train=False)
+    if sizes.images:
+        images, labels = images[: sizes.images], labels[: sizes.images]
+        test_images, test_labels = test_images[: sizes.images], test_labels[: sizes.images]
+    build = cifar_resnet18 if sizes.model == "resnet18" else (lambda: SmallConvNet(width=16))
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+    preprocess = normalize_only().to(device)
+    example = (preprocess(images[: sizes.batch].to(device)), labels[: sizes.batch].to(device))
+    precision = choose_precision(build().to(device), example, loss_fn=loss_fn, device=device, channels_last=True,
+                                 context=context)  # fmt: skip
+    seed_everything(seed)
+    rank, world_size = (context.rank, context.world_size) if context is not None else (0, 1)
+    loader = DeviceTensorLoader(images, labels, batch_size=sizes.batch, device=device,
+                                augment=cifar_train_augment().to(device), drop_last=True, seed=seed, rank=rank,
+                                world_size=world_size)  # fmt: skip
+    model = build().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=sizes.learning_rate, momentum=0.9, nesterov=True,
+                                weight_decay=5e-4)  # fmt: skip
+    scheduler = make_scheduler(optimizer, kind="onecycle", total_steps=sizes.epochs * len(loader),
+                               peak_learning_rate=sizes.learning_rate)  # fmt: skip
+    test_images, test_labels = test_images.to(device), test_labels.to(device)
+    return Recipe(
+        task="cifar",
+        description=(
+            f"{'ResNet18 (CIFAR stem)' if sizes.model == 'resnet18' else 'small CNN'}, {len(images)} images, "
+            f"batch {sizes.batch}, {sizes.epochs} epochs, SGD + OneCycle (peak {sizes.learning_rate}), label "
+            f"smoothing {label_smoothing}, {precision.precision}, channels_last on {device}"
+        ),
+        model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=loss_fn,
+        evaluate=lambda m: evaluate_classifier(m, test_images, test_labels, preprocess=preprocess, device=device,
+                                               precision=precision.precision, context=context),
+        epochs=sizes.epochs, precision=precision, data=source.describe(), channels_last=True,
+    )  # fmt: skip
+
+
+def run_recipe(
+    recipe: Recipe,
+    *,
+    checkpoint_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    context: DistributedContext | None = None,
+) -> list[dict[str, Any]]:
+    """Train a recipe with the library's `fit` (checkpoints and history in `checkpoint_dir`; DDP with `context`)."""
+    if recipe.channels_last:  # before DDP is built: DDP's gradient buckets follow the parameters' strides
+        recipe.model.to(memory_format=torch.channels_last)
+    model = wrap_model(recipe.model, context) if context is not None else recipe.model
+    device = next(recipe.model.parameters()).device
+    step = TrainStep(model, recipe.optimizer, recipe.loss_fn, device=device, precision=recipe.precision.precision,
+                     channels_last=recipe.channels_last, scheduler=recipe.scheduler)  # fmt: skip
+    return fit(
+        model, recipe.loader, step, epochs=recipe.epochs, scheduler=recipe.scheduler, evaluate=recipe.evaluate,
+        eval_every=recipe.eval_every, checkpoint_dir=checkpoint_dir, resume=resume, progress=progress,
+        context=context,
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: python -m helpers.train sr|cifar [--profile P] [--checkpoint-dir D] [--resume] [--scale S]."""
+    parser = argparse.ArgumentParser(
+        description="Train the course's SR or CIFAR model outside the notebooks (single process, or under torchrun)."
+    )
+    parser.add_argument("task", choices=["sr", "cifar"])
+    parser.add_argument("--profile", default="auto", help="auto, smoke, cpu or full (COURSE_PROFILE overrides)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="default: runs/<task>-<profile>")
+    parser.add_argument("--resume", action="store_true", help="continue from <checkpoint-dir>/last.pt")
+    parser.add_argument("--scale", type=int, default=4, help="sr: 2, 3 or 4")
+    args = parser.parse_args(argv)
+
+    profile = resolve_profile(args.profile)
+    context = init_distributed()
+    device = context.device
+    with local_main_first(context):  # one process per node downloads and writes data; the others then read it
+        (prepare_bsds300 if args.task == "sr" else prepare_cifar10)(progress=False)
+    if args.task == "sr":  # every rank together: choosing the precision is a collective under DDP
+        recipe = sr_recipe(profile.name, device, scale=args.scale, context=context)
+    else:
+        recipe = cifar_recipe(profile.name, device, context=context)
+    seed_everything(rank_seed(0, context.rank))  # per-rank augmentation draws, reproducible
+    folder = args.checkpoint_dir or Path("runs") / f"{args.task}-{profile.name}"
+    say = print if context.is_main else (lambda *a, **k: None)
+    say(profile.label(recipe.description))
+    say(f"precision: {recipe.precision.reason}")
+    say(recipe.data)
+    say(format_environment_report(environment_report(device)) + f" | {context.world_size} process(es)")
+    try:
+        history = run_recipe(recipe, checkpoint_dir=folder, resume=args.resume, context=context)
+    except KeyboardInterrupt:
+        say(f"\ninterrupted: checkpoint in {folder / 'last.pt'}; continue with --resume")
+        return 130
+    finally:
+        cleanup_distributed()
+    last = history[-1]
+    shown = {k: round(v, 4) for k, v in last.items() if isinstance(v, float) and not k.startswith("per_image")}
+    say(profile.label(f"after {last['trained_seconds']:.0f} s of training: {shown}"))
+    say(f"history: {folder / 'history.json'}; checkpoint: {folder / 'last.pt'}")
+    return 0

@@ -1,0 +1,86 @@
+"""Evaluation as papers do it: super-resolution PSNR-Y/SSIM-Y against bicubic on whole images, and classifier top-1,
+each rank evaluating its share under torchrun.
+
+Copy with: metrics.py and resize.py (the protocol), step.py (autocast dtypes) and distributed.py (reductions; a
+no-op on one process).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from .distributed import DistributedContext, all_reduce_sum, shard_range
+from .metrics import bicubic_upscale, psnr_y, ssim_y
+from .step import autocast_dtype
+
+
+@torch.no_grad()
+def evaluate_sr(
+    model: nn.Module,
+    dataset: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    *,
+    scale: int,
+    device: torch.device | str,
+    context: DistributedContext | None = None,
+) -> dict[str, Any]:
+    """PSNR-Y and SSIM-Y (standard protocol) of the model and of bicubic on whole images; means and per-image values.
+
+    Under torchrun each rank evaluates its share of the images and the means are reduced over ranks (the
+    per-image lists are this rank's).
+    """
+    device = torch.device(device)
+    context = context or DistributedContext(device=device)
+    was_training = model.training
+    model.eval()
+    rows = []
+    for index in range(len(dataset))[shard_range(len(dataset), context)]:
+        lr, hr = dataset[index]
+        lr, hr = lr[None].to(device), hr[None].to(device)
+        sr = model(lr).float().clamp(0, 1)
+        bicubic = bicubic_upscale(lr, scale)
+        rows.append(
+            (psnr_y(sr, hr, scale).item(), ssim_y(sr, hr, scale).item(),
+             psnr_y(bicubic, hr, scale).item(), ssim_y(bicubic, hr, scale).item())
+        )  # fmt: skip
+    model.train(was_training)
+    *sums, count = all_reduce_sum([sum(r[i] for r in rows) for i in range(4)] + [len(rows)], context)
+    means = [total / count for total in sums]
+    return {
+        "psnr_y": means[0],
+        "ssim_y": means[1],
+        "bicubic_psnr_y": means[2],
+        "bicubic_ssim_y": means[3],
+        "psnr_gain_db": means[0] - means[2],
+        "per_image_psnr_y": [r[0] for r in rows],
+        "per_image_bicubic_psnr_y": [r[2] for r in rows],
+    }
+
+
+@torch.no_grad()
+def evaluate_classifier(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, *, preprocess: nn.Module,
+    device: torch.device | str, batch_size: int = 500, precision: str = "fp32",
+    context: DistributedContext | None = None,
+) -> dict[str, float]:  # fmt: skip
+    """Top-1 accuracy of `model` on uint8 images, preprocessed on the device (each rank counts its share, then the
+    counts are summed over ranks)."""
+    device = torch.device(device)
+    context = context or DistributedContext(device=device)
+    share = shard_range(len(images), context)
+    images, labels = images[share], labels[share]
+    was_training = model.training
+    model.eval()
+    correct = 0
+    dtype = autocast_dtype(precision)
+    for start in range(0, len(images), batch_size):
+        batch = preprocess(images[start : start + batch_size].to(device, non_blocking=True))
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            logits = model(batch)
+        correct += int((logits.argmax(1) == labels[start : start + batch_size].to(device)).sum())
+    model.train(was_training)
+    correct_total, count_total = all_reduce_sum([correct, len(images)], context)
+    return {"top1": correct_total / max(count_total, 1)}

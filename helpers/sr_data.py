@@ -1,0 +1,206 @@
+"""Super-resolution data: aligned LR/HR geometry, LR made as papers make it (MATLAB's bicubic), paired flips and
+rotations, lazy random crops made in `__getitem__`, paired device augmentation, and whole-image evaluation pairs.
+
+Copy with: images.py (safe decoding, uint8 to float) and resize.py (MATLAB-compatible bicubic).
+
+For a decoded uint8 cache and fast crop loaders, add sr_cache.py (and atomic.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import kornia.augmentation as K
+import torch
+from PIL import Image
+from torch.utils.data import Dataset, get_worker_info
+
+from .images import check_crop_fits, load_rgb_image, to_float_tensor, to_uint8_tensor, to_unit_float
+from .resize import downscale
+
+SCALES = (2, 3, 4)
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp"}
+
+
+def list_images(folder_or_paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    """Return image paths: a list as given, or every image file in a folder, sorted."""
+    if isinstance(folder_or_paths, (str, os.PathLike)):
+        folder = Path(folder_or_paths)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: not a folder of images; pass a folder or a list of image paths")
+        paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    else:
+        paths = [Path(p) for p in folder_or_paths]
+    if not paths:
+        raise ValueError(f"no images found in {folder_or_paths}")
+    return paths
+
+
+def check_sr_geometry(scale: int, hr_crop: int) -> None:
+    """Raise ValueError unless `scale` is 2, 3 or 4 and `hr_crop` is a positive multiple of it."""
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, not {scale}")
+    if hr_crop <= 0 or hr_crop % scale:
+        raise ValueError(f"hr_crop={hr_crop} is not a multiple of scale={scale}: LR and HR crops could not align")
+
+
+def bicubic_downscale(hr: torch.Tensor, scale: int) -> torch.Tensor:
+    """LR as SR papers make it: MATLAB's antialiased bicubic downscale of a (C, H, W) or (N, C, H, W) tensor by
+    `scale` (float in [0, 1], clamped; uint8 in, uint8 out, rounded like MATLAB)."""
+    lr = downscale(hr, scale)
+    return lr if lr.dtype == torch.uint8 else lr.clamp_(0, 1)
+
+
+def mod_crop(image: Image.Image, scale: int) -> Image.Image:
+    """Crop an image's right and bottom edges so both sides are multiples of `scale` (the standard SR protocol)."""
+    width, height = image.width - image.width % scale, image.height - image.height % scale
+    return image if (width, height) == image.size else image.crop((0, 0, width, height))
+
+
+# --- flips and rotations -----------------------------------------------------------------------------------------
+
+
+def dihedral(tensor: torch.Tensor, choice: int) -> torch.Tensor:
+    """One of the 8 flips/90-degree rotations of a (..., H, W) tensor: bit 0 flips x, bit 1 flips y, bit 2 transposes."""
+    flips = [d for bit, d in ((1, -1), (2, -2)) if choice & bit]
+    if flips:
+        tensor = tensor.flip(flips)  # one copy at most; the transpose below is a free view
+    return tensor.transpose(-1, -2) if choice & 4 else tensor
+
+
+def random_dihedral(tensors: Sequence[torch.Tensor], generator: torch.Generator) -> list[torch.Tensor]:
+    """Apply one random flip / 90-degree rotation (8 choices), the same one, to every (C, H, W) tensor."""
+    choice = int(torch.randint(0, 8, (1,), generator=generator))
+    return [dihedral(t, choice).contiguous() for t in tensors]
+
+
+def paired_dihedral(
+    lr: torch.Tensor, hr: torch.Tensor, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Give each (LR, HR) pair of square (B, C, h, w) / (B, C, H, W) batches its own random flip/rot90, the same on both.
+
+    Works on whatever device the batches are on: samples are grouped by the drawn transform (8 groups at most), so
+    the cost is a few batched copies, not a Python loop over samples.
+    """
+    if lr.shape[0] != hr.shape[0]:
+        raise ValueError(f"LR and HR batches differ in size: {lr.shape[0]} vs {hr.shape[0]}")
+    if lr.shape[-1] != lr.shape[-2] or hr.shape[-1] != hr.shape[-2]:
+        raise ValueError(f"rot90 needs square crops, got LR {tuple(lr.shape[-2:])} and HR {tuple(hr.shape[-2:])}")
+    choices = torch.randint(0, 8, (lr.shape[0],), generator=generator)
+    out_lr, out_hr = torch.empty_like(lr), torch.empty_like(hr)
+    for choice in choices.unique().tolist():
+        index = (choices == choice).nonzero().flatten().to(lr.device)
+        for source, target in ((lr, out_lr), (hr, out_hr)):
+            target.index_copy_(0, index, dihedral(source.index_select(0, index), choice))
+    return out_lr, out_hr
+
+
+class PairedSRAugment(torch.nn.Module):
+    """Augment (LR, HR) super-resolution pairs on the device: the same random flip/rot90 and, with probability
+    `jitter_p`, the same kornia ColorJitter on both images of each pair, each pair drawn independently."""
+
+    def __init__(self, jitter: float = 0.0, jitter_p: float = 0.5) -> None:
+        super().__init__()
+        self.jitter = K.ColorJitter(jitter, jitter, jitter, 0.0, p=jitter_p) if jitter > 0 else None
+
+    def forward(self, lr: torch.Tensor, hr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return augmented float (lr, hr) batches."""
+        lr, hr = paired_dihedral(to_unit_float(lr), to_unit_float(hr))
+        if self.jitter is not None:
+            # draw once per pair, apply to both: colour parameters do not depend on the image size
+            params = self.jitter.forward_parameters(lr.shape)
+            lr, hr = self.jitter(lr, params=params), self.jitter(hr, params=params)
+        return lr, hr
+
+
+# --- datasets ----------------------------------------------------------------------------------------------------
+
+
+class SeededDataset(Dataset):
+    """Random draws from a per-process torch.Generator: each DataLoader worker (and rank) gets its own stream.
+
+    In a worker the stream is seeded from the worker's seed, which the DataLoader derives from its own generator
+    (so one seed reproduces every worker) plus the worker id (so workers differ). In the main process it is
+    seeded from `seed`, or from torch's global RNG when `seed` is None.
+    """
+
+    seed: int | None
+
+    def _generator(self) -> torch.Generator:
+        info = get_worker_info()
+        key = (info.id, info.seed) if info is not None else None
+        if getattr(self, "_generator_key", "unset") != key:
+            if info is not None:
+                base = info.seed
+            elif self.seed is not None:
+                base = self.seed
+            else:
+                base = int(torch.randint(0, 2**62, (1,)))
+            mixed = hashlib.blake2b(f"{base}:{self.seed}".encode(), digest_size=8).digest()
+            self._rng = torch.Generator().manual_seed(int.from_bytes(mixed, "little") >> 1)
+            self._generator_key = key
+        return self._rng
+
+    def _origin(self, width: int, height: int, hr_crop: int, scale: int, generator: torch.Generator) -> tuple[int, int]:
+        """A random top-left corner, a multiple of `scale`, for an `hr_crop` square inside width x height."""
+        max_x, max_y = (width - hr_crop) // scale, (height - hr_crop) // scale
+        x = int(torch.randint(0, max_x + 1, (1,), generator=generator)) * scale
+        y = int(torch.randint(0, max_y + 1, (1,), generator=generator)) * scale
+        return x, y
+
+
+class LazyCropSRDataset(SeededDataset):
+    """Paired random crops computed in __getitem__: an HR crop at a scale-aligned origin, its LR by bicubic downscale.
+
+    The same random flip/rot90 is applied to both. Returns (lr, hr) floats in [0, 1] of shapes
+    (3, hr_crop/scale, hr_crop/scale) and (3, hr_crop, hr_crop). PIL still decodes the whole file for a crop.
+    """
+
+    def __init__(
+        self,
+        folder_or_paths: str | os.PathLike | Sequence[str | os.PathLike],
+        *,
+        scale: int = 4,
+        hr_crop: int = 128,
+        seed: int | None = None,
+        augment: bool = True,
+    ) -> None:
+        check_sr_geometry(scale, hr_crop)
+        self.scale, self.hr_crop, self.seed, self.augment = scale, hr_crop, seed, augment
+        self.paths = list_images(folder_or_paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        path = self.paths[index]
+        image = load_rgb_image(path)
+        check_crop_fits(image.size, self.hr_crop, path)
+        generator = self._generator()
+        x, y = self._origin(image.width, image.height, self.hr_crop, self.scale, generator)
+        hr = to_float_tensor(image.crop((x, y, x + self.hr_crop, y + self.hr_crop)))
+        lr = bicubic_downscale(hr, self.scale)
+        if self.augment:
+            lr, hr = random_dihedral((lr, hr), generator)
+        return lr, hr
+
+
+class SREvalDataset(Dataset):
+    """Whole test images by the papers' protocol: HR cropped to a multiple of the scale, LR by MATLAB's bicubic on the
+    uint8 image (so LR is uint8-rounded, as a saved LR file is); (lr, hr) floats in [0, 1]."""
+
+    def __init__(self, folder_or_paths: str | os.PathLike | Sequence[str | os.PathLike], *, scale: int = 4) -> None:
+        if scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, not {scale}")
+        self.scale = scale
+        self.paths = list_images(folder_or_paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        hr = to_uint8_tensor(mod_crop(load_rgb_image(self.paths[index]), self.scale))
+        return to_unit_float(bicubic_downscale(hr, self.scale)), to_unit_float(hr)

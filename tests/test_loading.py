@@ -1,0 +1,48 @@
+"""Loading: the whole dataset on the device, every sample once per epoch; the DataLoader sweep; samples per epoch."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from PIL import Image
+
+from helpers.loading import DeviceTensorLoader, loader_settings_grid, make_loader, sweep_loader_settings
+from helpers.sr_data import LazyCropSRDataset
+
+
+def _photos(tmp_path, count=3):
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 256, (130, 150, 3), dtype=np.uint8)).save(tmp_path / f"p{i}.png")
+    return sorted(tmp_path.glob("*.png"))
+
+
+def test_device_tensor_loader_gives_every_sample_once_per_epoch():
+    images = torch.arange(103, dtype=torch.uint8).reshape(103, 1, 1, 1).expand(103, 3, 4, 4).contiguous()
+    labels = torch.arange(103)
+    loader = DeviceTensorLoader(images, labels, batch_size=10, seed=0)
+    assert len(loader) == 11
+    for _ in range(2):
+        seen = torch.cat([y for _, y in loader])
+        assert sorted(seen.tolist()) == list(range(103))
+        for x, y in loader:
+            assert torch.equal(x[:, 0, 0, 0].long(), y)  # images stay with their labels
+    orders = [torch.cat([y for _, y in loader]) for _ in range(2)]
+    assert not torch.equal(orders[0], orders[1])  # reshuffled every epoch
+    again = DeviceTensorLoader(images, labels, batch_size=10, seed=0)
+    assert torch.equal(torch.cat([y for _, y in again]), torch.cat([y for _, y in DeviceTensorLoader(images, labels, batch_size=10, seed=0)]))
+    assert len(DeviceTensorLoader(images, labels, batch_size=10, drop_last=True)) == 10
+
+
+def test_sweep_returns_one_row_per_setting(tmp_path):
+    dataset = LazyCropSRDataset(_photos(tmp_path), scale=2, hr_crop=32)
+    grid = loader_settings_grid(workers=(0, 1), pin_memory=(False,), prefetch=(2,), persistent=(True, False))
+    assert len(grid) == 3
+    rows = sweep_loader_settings(dataset, grid, batch_size=2, batches=2)
+    assert [r["num_workers"] for r in rows] == [0, 1, 1] and all(r["samples_per_s"] > 0 for r in rows)
+
+
+def test_samples_per_epoch_draws_more_than_the_dataset(tmp_path):
+    dataset = LazyCropSRDataset(_photos(tmp_path), scale=2, hr_crop=32, seed=0)
+    loader = make_loader(dataset, batch_size=4, samples_per_epoch=20)
+    assert len(loader) == 5

@@ -1,0 +1,59 @@
+"""The measuring instruments: pipeline efficiency, data-wait and the doctor's verdict, peak memory."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from helpers.measure import PipelineResult, diagnose_pipeline, measure_pipeline, peak_rss_bytes, reset_peak_rss
+
+
+class SlowLoader:
+    """Batches that take `delay` seconds each to produce: an input-bound pipeline by construction."""
+
+    def __init__(self, delay: float, batches: int = 4) -> None:
+        self.delay, self.batches = delay, batches
+
+    def __iter__(self):
+        for _ in range(self.batches):
+            time.sleep(self.delay)
+            yield torch.zeros(4, 3), torch.zeros(4, 1)
+
+
+def _step():
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(batch):
+        x, y = batch
+        optimizer.zero_grad(set_to_none=True)
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+    return step
+
+
+def test_a_sleeping_loader_is_diagnosed_input_bound():
+    result = measure_pipeline(SlowLoader(0.02), _step(), torch.device("cpu"), steps_per_block=3, blocks=2)
+    assert result.steps == 6 and result.data_wait_ms >= 15  # it slept 20 ms per batch
+    assert result.pipeline_efficiency < 0.5  # a tiny step cannot hide 20 ms of waiting
+    assert "INPUT-BOUND" in diagnose_pipeline(result, num_workers=0, cpu_cores=4)
+    assert "more DataLoader workers (0 now, 4 cores)" in diagnose_pipeline(result, num_workers=0, cpu_cores=4)
+
+
+def test_doctor_says_compute_bound_when_data_is_ready():
+    result = PipelineResult(95.0, 97.0, 0.98, 0.5, 40.0, 10, 100.0, None)
+    assert "COMPUTE-BOUND" in diagnose_pipeline(result)
+    assert abs(result.data_wait_fraction - 0.5 / 40.5) < 1e-9
+
+
+def test_peak_rss_sees_a_large_allocation():
+    reset_peak_rss()
+    before = peak_rss_bytes()
+    block = np.ones(200 * 2**20, dtype=np.uint8)  # 200 MiB, touched
+    after = peak_rss_bytes()
+    assert before is not None and after - before > 150 * 2**20
+    del block

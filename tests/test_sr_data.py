@@ -1,0 +1,108 @@
+"""Super-resolution data: aligned lazy crops, determinism and worker streams, clear errors, evaluation pairs, and
+paired flips, rotations and colour changes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PIL import Image
+
+from helpers.images import BadImageError, ImageTooSmallError
+from helpers.loading import make_loader
+from helpers.sr_cache import DecodedSRCache
+from helpers.sr_data import LazyCropSRDataset, PairedSRAugment, SREvalDataset, bicubic_downscale, paired_dihedral
+
+from .conftest import interior_gap
+
+
+@pytest.mark.parametrize("scale", [2, 3, 4])
+def test_lazy_crop_pairs_align(photo_dir, scale):
+    dataset = LazyCropSRDataset(photo_dir, scale=scale, hr_crop=16 * scale, seed=0)
+    for index in range(len(dataset)):
+        lr, hr = dataset[index]
+        assert lr.shape == (3, dataset.hr_crop // scale, dataset.hr_crop // scale)
+        assert hr.shape == (3, dataset.hr_crop, dataset.hr_crop)
+        assert 0 <= float(lr.min()) and float(lr.max()) <= 1
+        assert interior_gap(lr, hr, scale) < 1e-5  # the LR is made from this very crop
+
+
+def test_same_seed_same_crops_and_different_seed_different_crops(photo_dir):
+    first = [LazyCropSRDataset(photo_dir, scale=4, hr_crop=64, seed=5)[i][1] for i in range(4)]
+    again = [LazyCropSRDataset(photo_dir, scale=4, hr_crop=64, seed=5)[i][1] for i in range(4)]
+    other = [LazyCropSRDataset(photo_dir, scale=4, hr_crop=64, seed=6)[i][1] for i in range(4)]
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not all(torch.equal(a, b) for a, b in zip(first, other))
+
+
+def _epoch(dataset, workers: int, seed: int) -> torch.Tensor:
+    loader = make_loader(dataset, batch_size=2, seed=seed, shuffle=False, num_workers=workers, drop_last=False)
+    return torch.cat([hr for _, hr in loader])
+
+
+def test_workers_draw_different_crops_reproducibly(photo_dir):
+    # Every image listed twice: with 2 workers each copy goes to a different worker, which must crop differently.
+    paths = sorted(photo_dir.glob("*.png"))[:2]
+    dataset = LazyCropSRDataset(paths * 2, scale=4, hr_crop=64, augment=False)
+    hr = _epoch(dataset, workers=2, seed=0)  # batches [p0, p1] to worker 0, [p0, p1] to worker 1
+    assert not torch.equal(hr[0], hr[2]) and not torch.equal(hr[1], hr[3])
+    assert torch.equal(hr, _epoch(dataset, workers=2, seed=0))  # one seed reproduces every worker
+    assert not torch.equal(hr, _epoch(dataset, workers=2, seed=1))
+
+
+def test_ranks_draw_different_crops(photo_dir):
+    dataset = LazyCropSRDataset(photo_dir, scale=4, hr_crop=64, augment=False)
+    rank0 = make_loader(dataset, 6, seed=0, rank=0, shuffle=False, num_workers=1)
+    rank1 = make_loader(dataset, 6, seed=0, rank=1, shuffle=False, num_workers=1)
+    assert not torch.equal(next(iter(rank0))[1], next(iter(rank1))[1])
+
+
+def test_crop_not_divisible_by_scale_is_refused(photo_dir):
+    with pytest.raises(ValueError, match="hr_crop=126 is not a multiple of scale=4"):
+        LazyCropSRDataset(photo_dir, scale=4, hr_crop=126)
+    with pytest.raises(ValueError, match="scale must be one of"):
+        LazyCropSRDataset(photo_dir, scale=5, hr_crop=125)
+
+
+def test_image_smaller_than_the_crop_names_the_file(photo_dir, tmp_path):
+    Image.new("RGB", (100, 60), "white").save(tmp_path / "small.png")
+    dataset = LazyCropSRDataset([tmp_path / "small.png"], scale=4, hr_crop=64)
+    with pytest.raises(ImageTooSmallError, match="small.png: image is 100x60"):
+        dataset[0]
+    cache = DecodedSRCache([tmp_path / "small.png"], scale=4)
+    with pytest.raises(ValueError, match="small.png"):
+        cache.sample(2, hr_crop=64, generator=torch.Generator())
+
+
+def test_corrupt_image_names_the_file(tmp_path):
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    with pytest.raises(BadImageError, match="broken.jpg"):
+        LazyCropSRDataset([tmp_path / "broken.jpg"], scale=2, hr_crop=32)[0]
+
+
+def test_eval_dataset_gives_whole_mod_cropped_images(photo_dir):
+    dataset = SREvalDataset(photo_dir, scale=3)
+    for index in range(len(dataset)):
+        lr, hr = dataset[index]
+        assert hr.shape[1] % 3 == 0 and hr.shape[2] % 3 == 0
+        assert lr.shape[1:] == (hr.shape[1] // 3, hr.shape[2] // 3)
+
+
+def test_paired_dihedral_keeps_pairs_aligned():
+    torch.manual_seed(0)
+    hr = torch.rand(32, 3, 16, 16)
+    lr = bicubic_downscale(hr, 4)
+    aug_lr, aug_hr = paired_dihedral(lr, hr, torch.Generator().manual_seed(1))
+    torch.testing.assert_close(bicubic_downscale(aug_hr, 4), aug_lr, atol=1e-5, rtol=0)
+    changed = [not torch.equal(a, b) for a, b in zip(aug_hr, hr)]
+    assert 20 < sum(changed) < 32  # 7 of 8 transforms change a sample; each sample drew its own
+
+
+def test_paired_sr_augment_applies_the_same_colour_change():
+    torch.manual_seed(0)
+    hr = torch.rand(16, 3, 16, 16)
+    lr = bicubic_downscale(hr, 4)
+    aug_lr, aug_hr = PairedSRAugment(jitter=0.4, jitter_p=1.0)(lr, hr)
+    # brightness/contrast/saturation act per pixel and on image means; downscaling commutes closely enough
+    gap = (bicubic_downscale(aug_hr, 4) - aug_lr).abs().mean()
+    assert gap < 0.02
+    assert (aug_hr - hr).abs().mean() > 0.02  # and the colours did change
