@@ -7,6 +7,7 @@ Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the swe
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -91,19 +92,30 @@ def loader_settings_grid(
 
 
 def sweep_loader_settings(
-    dataset: Dataset, settings: Sequence[dict[str, Any]], *, batch_size: int, batches: int, seed: int = 0
+    dataset: Dataset,
+    settings: Sequence[dict[str, Any]],
+    *,
+    batch_size: int,
+    batches: int,
+    repeats: int = 1,
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """Measure samples/s of the dataset through a DataLoader for each setting; return one row per setting."""
-    rows = []
-    for setting in tqdm(settings, desc="loader sweep", leave=False):
-        warmup = max(1, setting["num_workers"])
-        samples = batch_size * (batches + warmup)
-        loader = make_loader(dataset, batch_size, seed=seed, samples_per_epoch=samples, **setting)
-        # warm-up covers worker start-up, which persistent workers pay once per run rather than per epoch
-        result = time_batches(loader, batches, warmup=warmup)
-        rows.append({**setting, **result})
-        del loader
-    return rows
+    """Measure samples/s of the dataset through a DataLoader for each setting, `repeats` times with the settings
+    interleaved (so a burst of load cannot favour one); one row per setting: the median, and every repeat's value."""
+    runs: list[list[float]] = [[] for _ in settings]
+    with tqdm(total=repeats * len(settings), desc="loader sweep", leave=False) as bar:
+        for _ in range(repeats):
+            for index, setting in enumerate(settings):
+                warmup = max(1, setting["num_workers"])  # covers worker start-up, paid once per epoch
+                samples = batch_size * (batches + warmup)
+                loader = make_loader(dataset, batch_size, seed=seed, samples_per_epoch=samples, **setting)
+                runs[index].append(time_batches(loader, batches, warmup=warmup)["samples_per_s"])
+                del loader
+                bar.update(1)
+    return [
+        {**setting, "samples_per_s": statistics.median(values), "runs": values}
+        for setting, values in zip(settings, runs)
+    ]
 
 
 class DeviceTensorLoader:

@@ -57,6 +57,30 @@ def time_batches(loader: Iterable, batches: int, warmup: int = 1) -> dict[str, f
     return {"samples_per_s": samples / seconds, "seconds": seconds, "samples": samples}
 
 
+def seconds_per_call(
+    fn: Callable[[], Any], *, calls: int = 3, warmup: int = 1, device: torch.device | None = None
+) -> float:
+    """Median wall seconds of `fn()` over `calls` timed calls after `warmup` untimed ones (queued device work included)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(calls):
+        if device is not None:
+            synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if device is not None:
+            synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def steps_in_budget(budget_s: float, seconds_per_step: float, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """How many steps of `seconds_per_step` fit in `budget_s`, at least `minimum` and at most `maximum`."""
+    steps = max(minimum, int(budget_s / max(seconds_per_step, 1e-9)))
+    return steps if maximum is None else min(steps, maximum)
+
+
 # --- memory ---
 
 
@@ -101,6 +125,73 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def current_rss_bytes() -> int | None:
+    """This process's resident set size now, in bytes (None where unknown)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Memory free for new tensors: the CUDA device's free bytes, or the machine's available RAM (Linux) on a CPU."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _step_bytes(run_step: Callable[[int], Any], batch: int, device: torch.device) -> int:
+    """Peak extra memory of one step at `batch` samples (device allocator on CUDA, resident memory on a CPU)."""
+    if device.type == "cuda":
+        synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        run_step(batch)
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    reset_peak_rss()
+    before = current_rss_bytes() or 0
+    run_step(batch)
+    return max((peak_rss_bytes() or 0) - before, 1)
+
+
+def batch_that_fits(
+    run_step: Callable[[int], Any], *, wanted: int, device: torch.device, share: float = 0.5, probe: int = 2
+) -> tuple[int, str]:
+    """The largest batch up to `wanted` whose training step fits in `share` of the free memory: one step at `probe`
+    samples is measured and scaled; on CUDA an out-of-memory error then halves the batch until a step succeeds.
+
+    `run_step(batch)` runs one step at that batch size. Returns the batch and a sentence saying how it was chosen.
+    """
+    device = torch.device(device)
+    per_sample = _step_bytes(run_step, probe, device) / probe
+    free = free_memory_bytes(device)
+    fits = wanted if free is None else max(1, min(wanted, int(share * free / per_sample)))
+    why = (f"batch {fits}: {per_sample / 2**20:.0f} MiB per sample measured, {free / 2**30:.1f} GiB free"
+           if free is not None else f"batch {fits}: free memory unknown here")  # fmt: skip
+    while True:
+        try:
+            run_step(fits)
+            return fits, why + (f" (asked for {wanted})" if fits < wanted else "")
+        except torch.cuda.OutOfMemoryError:
+            if fits == 1:
+                raise
+            torch.cuda.empty_cache()
+            fits //= 2
+            why += f"; out of memory on the device, halved to {fits}"
+
+
 # --- a loader alone ---
 
 
@@ -126,11 +217,11 @@ def to_device(batch: Any, device: torch.device) -> Any:
 class PipelineResult:
     """A loader feeding a model, against the same model on pre-made device batches, measured interleaved."""
 
-    samples_per_s: float
-    ideal_samples_per_s: float
-    pipeline_efficiency: float
-    data_wait_ms: float
-    compute_ms: float
+    samples_per_s: float  # fed: the loader feeding the step, end to end
+    ideal_samples_per_s: float  # the same step on batches already on the device: what a perfect loader would give
+    pipeline_efficiency: float  # median over block pairs of fed / pre-made throughput (1.0: the model never waits)
+    data_wait_ms: float  # median per fed step: getting the next batch onto the device
+    compute_ms: float  # median per fed step: the step itself
     steps: int
     peak_rss_mib: float
     peak_device_mib: float | None
@@ -142,81 +233,114 @@ class PipelineResult:
         return self.data_wait_ms / max(self.data_wait_ms + self.compute_ms, 1e-12)
 
 
+class PipelineProbe:
+    """One loader feeding one training step, measured in blocks that the caller interleaves as it likes: the loader
+    alone, steps fed by the loader (each split into data-wait and compute), and steps on pre-made device batches.
+
+    Interleaving fed and pre-made blocks (and, across several probes, rungs) means a burst of load on the machine
+    hits every variant alike instead of deciding one ratio.
+    """
+
+    def __init__(
+        self, loader: Iterable, step: Callable[[Any], Any], device: torch.device, *, premade: int = 4, warmup: int = 2
+    ) -> None:
+        self.step, self.device = step, torch.device(device)
+        self.source = _Restarting(loader)
+        self.batches = [to_device(next(self.source), self.device) for _ in range(premade)]
+        for i in range(warmup):  # kernel selection, allocator, worker start-up: never timed
+            step(to_device(next(self.source), self.device))
+            step(self.batches[i % premade])
+        synchronize(self.device)
+        self.waits: list[float] = []
+        self.computes: list[float] = []
+        self.alone: list[tuple[float, int]] = []  # (seconds, samples) per block of each kind
+        self.fed: list[tuple[float, int]] = []
+        self.ideal: list[tuple[float, int]] = []
+
+    def loader_block(self, batches: int) -> float:
+        """Time `batches` batches of the loader alone (no step); return its samples/s for this block."""
+        samples, start = 0, time.perf_counter()
+        for _ in range(batches):
+            samples += count_samples(next(self.source))
+        self.alone.append((time.perf_counter() - start, samples))
+        return samples / self.alone[-1][0]
+
+    def fed_block(self, steps: int) -> float:
+        """Time `steps` steps fed by the loader, each split into data-wait and compute; return samples/s."""
+        samples, start = 0, time.perf_counter()
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            batch = to_device(next(self.source), self.device)
+            synchronize(self.device)  # the batch is on the device: what the step waited for ends here
+            t1 = time.perf_counter()
+            self.step(batch)
+            synchronize(self.device)
+            self.waits.append(t1 - t0)
+            self.computes.append(time.perf_counter() - t1)
+            samples += count_samples(batch)
+        self.fed.append((time.perf_counter() - start, samples))
+        return samples / self.fed[-1][0]
+
+    def premade_block(self, steps: int) -> float:
+        """Time `steps` steps on batches already on the device (the ceiling a loader can reach); return samples/s."""
+        samples, start = 0, time.perf_counter()
+        for i in range(steps):
+            self.step(self.batches[i % len(self.batches)])
+            samples += count_samples(self.batches[i % len(self.batches)])
+        synchronize(self.device)
+        self.ideal.append((time.perf_counter() - start, samples))
+        return samples / self.ideal[-1][0]
+
+    def result(self) -> PipelineResult:
+        """Summarise every fed / pre-made block pair recorded so far."""
+        if not self.fed or len(self.fed) != len(self.ideal):
+            raise ValueError("record as many fed blocks as pre-made ones (at least one of each) before result()")
+        ratios = [(n_f / t_f) / (n_i / t_i) for (t_f, n_f), (t_i, n_i) in zip(self.fed, self.ideal)]
+        peak_device = peak_device_memory_bytes(self.device)
+        return PipelineResult(
+            samples_per_s=sum(n for _, n in self.fed) / sum(t for t, _ in self.fed),
+            ideal_samples_per_s=sum(n for _, n in self.ideal) / sum(t for t, _ in self.ideal),
+            pipeline_efficiency=statistics.median(ratios),
+            data_wait_ms=1000 * statistics.median(self.waits),
+            compute_ms=1000 * statistics.median(self.computes),
+            steps=len(self.waits),
+            peak_rss_mib=(peak_rss_bytes() or 0) / 2**20,
+            peak_device_mib=peak_device / 2**20 if peak_device is not None else None,
+            efficiency_range=(min(ratios), max(ratios)),
+        )
+
+
 def measure_pipeline(
     loader: Iterable,
     step: Callable[[Any], Any],
     device: torch.device,
     *,
-    steps_per_block: int,
     blocks: int = 3,
+    steps_per_block: int | None = None,
+    budget_s: float | None = None,
     warmup: int = 2,
     premade: int = 4,
 ) -> PipelineResult:
     """Pipeline efficiency = fed samples/s over the same step's samples/s on pre-made device batches.
 
-    Fed and pre-made blocks alternate (`blocks` of each). Efficiency is the median over block pairs of
-    (pre-made block time / fed block time): pairing cancels drift on the machine, and the median keeps a stray
-    interruption from deciding the result. A fed step's data-wait is the time to get the next batch onto the
-    device; its compute is the step itself (medians per step).
+    Fed and pre-made blocks alternate (`blocks` of each). Efficiency is the median over block pairs of their
+    throughput ratio: pairing cancels drift on the machine, and the median keeps a stray interruption from deciding
+    the result. A fed step's data-wait is the time to get the next batch onto the device; its compute is the step.
+    Give `steps_per_block`, or `budget_s` to size the blocks from one timed pair so that all of them take about that.
     """
-    device = torch.device(device)
-    source = _Restarting(loader)
-    batches = [to_device(next(source), device) for _ in range(premade)]
-    for i in range(warmup):
-        step(to_device(next(source), device))
-        step(batches[i % premade])
-    synchronize(device)
+    if (steps_per_block is None) == (budget_s is None):
+        raise ValueError("give exactly one of steps_per_block and budget_s")
+    probe = PipelineProbe(loader, step, device, premade=premade, warmup=warmup)
+    if steps_per_block is None:
+        pair_s = sum(count_samples(probe.batches[0]) / rate for rate in (probe.fed_block(1), probe.premade_block(1)))
+        steps_per_block = steps_in_budget(budget_s / blocks, pair_s)
+        probe.fed.clear(), probe.ideal.clear(), probe.waits.clear(), probe.computes.clear()
     reset_peak_rss()
-    reset_peak_device_memory(device)
-    waits: list[float] = []
-    computes: list[float] = []
-    fed: list[tuple[float, int]] = []
-    ideal: list[tuple[float, int]] = []
-    for _ in range(blocks):  # interleaved: fed, pre-made, fed, pre-made, ...
-        fed.append(_fed_block(source, step, device, steps_per_block, waits, computes))
-        ideal.append(_premade_block(batches, step, device, steps_per_block))
-    ratios = [ideal_s / fed_s for (fed_s, _), (ideal_s, _) in zip(fed, ideal)]
-    peak_device = peak_device_memory_bytes(device)
-    return PipelineResult(
-        samples_per_s=sum(n for _, n in fed) / sum(t for t, _ in fed),
-        ideal_samples_per_s=sum(n for _, n in ideal) / sum(t for t, _ in ideal),
-        pipeline_efficiency=statistics.median(ratios),
-        data_wait_ms=1000 * statistics.median(waits),
-        compute_ms=1000 * statistics.median(computes),
-        steps=len(waits),
-        peak_rss_mib=(peak_rss_bytes() or 0) / 2**20,
-        peak_device_mib=peak_device / 2**20 if peak_device is not None else None,
-        efficiency_range=(min(ratios), max(ratios)),
-    )
-
-
-def _fed_block(
-    source: _Restarting, step: Callable[[Any], Any], device: torch.device, steps: int,
-    waits: list[float], computes: list[float],
-) -> tuple[float, int]:  # fmt: skip
-    """`steps` steps fed by the loader; appends each step's data-wait and compute; returns (seconds, samples)."""
-    samples, start = 0, time.perf_counter()
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        batch = to_device(next(source), device)
-        synchronize(device)  # the batch is on the device: what the step waited for ends here
-        t1 = time.perf_counter()
-        step(batch)
-        synchronize(device)
-        waits.append(t1 - t0)
-        computes.append(time.perf_counter() - t1)
-        samples += count_samples(batch)
-    return time.perf_counter() - start, samples
-
-
-def _premade_block(batches: list[Any], step: Callable[[Any], Any], device: torch.device, steps: int) -> tuple[float, int]:
-    """`steps` steps on batches already on the device (the ceiling a loader can reach); returns (seconds, samples)."""
-    samples, start = 0, time.perf_counter()
-    for i in range(steps):
-        step(batches[i % len(batches)])
-        samples += count_samples(batches[i % len(batches)])
-    synchronize(device)
-    return time.perf_counter() - start, samples
+    reset_peak_device_memory(probe.device)
+    for _ in range(blocks):
+        probe.fed_block(steps_per_block)
+        probe.premade_block(steps_per_block)
+    return probe.result()
 
 
 def diagnose_pipeline(

@@ -57,3 +57,27 @@ def test_peak_rss_sees_a_large_allocation():
     after = peak_rss_bytes()
     assert before is not None and after - before > 150 * 2**20
     del block
+
+
+def test_batch_that_fits_scales_a_measured_step_to_the_free_memory(monkeypatch):
+    import helpers.measure as measure
+
+    calls = []
+
+    def run_step(batch):
+        calls.append(batch)
+        block = np.ones(batch * 8 * 2**20, dtype=np.uint8)  # 8 MiB touched per sample
+        return int(block[::4096].sum())
+
+    monkeypatch.setattr(measure, "free_memory_bytes", lambda device: 160 * 2**20)  # 160 MiB free, half of it usable
+    batch, why = measure.batch_that_fits(run_step, wanted=64, device=torch.device("cpu"), probe=2)
+    assert 6 <= batch <= 10 and calls[0] == 2 and calls[-1] == batch  # about 80 MiB / 8 MiB, then one real step
+    assert "MiB per sample" in why and "asked for 64" in why
+    assert measure.batch_that_fits(run_step, wanted=3, device=torch.device("cpu"))[0] == 3  # never above the ask
+
+
+def test_steps_in_budget_and_seconds_per_call():
+    from helpers.measure import seconds_per_call, steps_in_budget
+
+    assert steps_in_budget(10, 0.3) == 33 and steps_in_budget(1, 5) == 1 and steps_in_budget(10, 0.1, maximum=50) == 50
+    assert 0.015 <= seconds_per_call(lambda: time.sleep(0.02), calls=2) < 0.5

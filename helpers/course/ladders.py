@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from ..cifar import cifar10_class_names, load_cifar10
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
 from ..images import load_rgb_image, to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
-from ..measure import diagnose_pipeline, measure_loader, measure_pipeline, synchronize
+from ..measure import PipelineProbe, batch_that_fits, count_samples, diagnose_pipeline, steps_in_budget, synchronize
 from ..models import ESPCN, SmallConvNet, cifar_resnet18
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
@@ -103,56 +104,96 @@ class Rung:
     model: Callable[[], nn.Module]
     workers: int = 0
     make_step: Callable[[nn.Module], Callable[[Any], Any]] = sr_train_step
+    model_note: str = ""  # set when this rung's model differs from the others' (its fed rate is not like for like)
+    prefetched: int = 0  # batches its loader may hold ready between turns (workers x prefetch): drained untimed
 
 
-def run_ladder(
-    rungs: list[Rung], *, device: torch.device, loader_batches: int, steps_per_block: int, blocks: int
-) -> list[dict[str, Any]]:
-    """Measure every rung side by side in this process: loader alone, then feeding its model (interleaved)."""
-    rows = []
-    for rung in tqdm(rungs, desc="ladder", unit="rung"):
-        loader = rung.build()
-        alone = measure_loader(loader, loader_batches, warmup=max(1, rung.workers))
-        torch.manual_seed(0)
-        model = rung.model().to(device)
-        fed = measure_pipeline(loader, rung.make_step(model), device, steps_per_block=steps_per_block, blocks=blocks)
-        rows.append(
-            {
-                "name": rung.name,
-                "samples_per_s": alone["samples_per_s"],
-                "pipeline_efficiency": fed.pipeline_efficiency,
-                "fed_samples_per_s": fed.samples_per_s,
-                "ideal_samples_per_s": fed.ideal_samples_per_s,
-                "data_wait_ms": fed.data_wait_ms,
-                "compute_ms": fed.compute_ms,
-                "peak_rss_mib": max(alone["peak_rss_mib"], fed.peak_rss_mib),
-                "peak_device_mib": fed.peak_device_mib,
-                "doctor": diagnose_pipeline(fed, num_workers=rung.workers, cpu_cores=usable_cpu_count()).splitlines()[0],
-            }
-        )
-        for item in (loader, model):
-            cleanup = getattr(getattr(item, "dataset", item), "cleanup", None)
-            if callable(cleanup):
-                cleanup()
-        del loader, model
-    first = rows[0]["samples_per_s"]
+@dataclass
+class _Turn:
+    """A built rung and how many batches / steps one of its turns times."""
+
+    rung: Rung
+    probe: PipelineProbe
+    loader_batches: int = 1
+    steps: int = 1
+
+
+def _build(rung: Rung, device: torch.device, turn_s: float) -> _Turn:
+    """Build a rung's loader and model, warm them up, and size its turn to about `turn_s` seconds."""
+    torch.manual_seed(0)
+    probe = PipelineProbe(rung.build(), rung.make_step(rung.model().to(device)), device, warmup=max(2, rung.workers))
+    seconds_per_batch = 1 / probe.loader_block(1) * count_samples(probe.batches[0])
+    seconds_per_pair = (1 / probe.fed_block(1) + 1 / probe.premade_block(1)) * count_samples(probe.batches[0])
+    probe.alone.clear(), probe.fed.clear(), probe.ideal.clear(), probe.waits.clear(), probe.computes.clear()
+    return _Turn(rung, probe, steps_in_budget(turn_s / 3, seconds_per_batch, maximum=200),
+                 steps_in_budget(2 * turn_s / 3, seconds_per_pair, maximum=100))  # fmt: skip
+
+
+def run_ladder(rungs: list[Rung], *, device: torch.device, rounds: int, turn_s: float) -> list[dict[str, Any]]:
+    """Measure every rung side by side: all rungs are built, then `rounds` rounds give each rung a turn of about
+    `turn_s` seconds (the loader alone, then fed and pre-made steps), the order rotating each round. A burst of load
+    on the machine therefore hits every rung alike; each number is a median over rounds, with its range."""
+    turns = [_build(rung, device, turn_s) for rung in tqdm(rungs, desc="building rungs", unit="rung")]
+    with tqdm(total=rounds * len(turns), desc="ladder rounds", unit="turn") as bar:
+        for round_index in range(rounds):
+            for turn in turns[round_index % len(turns):] + turns[: round_index % len(turns)]:
+                for _ in range(turn.rung.prefetched):  # batches made while other rungs ran are not this turn's work
+                    next(turn.probe.source)
+                turn.probe.loader_block(turn.loader_batches)
+                turn.probe.fed_block(turn.steps)
+                turn.probe.premade_block(turn.steps)
+                bar.update(1)
+    rows = [_row(turn) for turn in turns]
+    for turn in turns:
+        cleanup = getattr(getattr(turn.probe.source.loader, "dataset", None), "cleanup", None)
+        if callable(cleanup):
+            cleanup()
     for row in rows:
-        row["speedup_vs_first"] = row["samples_per_s"] / first
+        row["speedup_vs_first"] = row["samples_per_s"] / rows[0]["samples_per_s"]
     return rows
 
 
+def _row(turn: _Turn) -> dict[str, Any]:
+    fed = turn.probe.result()
+    alone = [n / t for t, n in turn.probe.alone]
+    return {
+        "name": turn.rung.name,
+        "model_note": turn.rung.model_note,
+        "samples_per_s": statistics.median(alone),
+        "samples_per_s_range": (min(alone), max(alone)),
+        "fed_samples_per_s": statistics.median([n / t for t, n in turn.probe.fed]),
+        "ideal_samples_per_s": statistics.median([n / t for t, n in turn.probe.ideal]),
+        "pipeline_efficiency": fed.pipeline_efficiency,
+        "efficiency_range": fed.efficiency_range,
+        "data_wait_ms": fed.data_wait_ms,
+        "compute_ms": fed.compute_ms,
+        "rounds": len(alone),
+        "steps_per_turn": turn.steps,
+        "peak_device_mib": fed.peak_device_mib,
+        "doctor": diagnose_pipeline(fed, num_workers=turn.rung.workers, cpu_cores=usable_cpu_count()).splitlines()[0],
+    }
+
+
 def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
-    """A markdown table of a ladder's rows."""
+    """A markdown table of a ladder's rows: medians over rounds with their ranges; rungs with another model marked."""
     lines = [
         f"{label}\n" if label else "",
-        "| rung | loader samples/s | × first | fed samples/s | efficiency | data-wait ms | compute ms | peak RSS MiB |",
+        "| rung | loader alone, samples/s | × first | fed end to end, samples/s | pre-made, samples/s | efficiency "
+        "| data-wait ms | compute ms |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        low, high = r["samples_per_s_range"]
+        e_low, e_high = r["efficiency_range"]
+        mark = " †" if r["model_note"] else ""
         lines.append(
-            f"| {r['name']} | {r['samples_per_s']:.0f} | {r['speedup_vs_first']:.1f} | {r['fed_samples_per_s']:.0f} | "
-            f"{r['pipeline_efficiency']:.2f} | {r['data_wait_ms']:.1f} | {r['compute_ms']:.1f} | {r['peak_rss_mib']:.0f} |"
+            f"| {r['name']}{mark} | {r['samples_per_s']:.0f} ({low:.0f}–{high:.0f}) | {r['speedup_vs_first']:.1f} | "
+            f"{r['fed_samples_per_s']:.0f} | {r['ideal_samples_per_s']:.0f} | {r['pipeline_efficiency']:.2f} "
+            f"({e_low:.2f}–{e_high:.2f}) | {r['data_wait_ms']:.1f} | {r['compute_ms']:.1f} |"
         )
+    notes = sorted({r["model_note"] for r in rows if r["model_note"]})
+    lines += [f"\n† {note}" for note in notes]
+    lines.append(f"\nmedians over {rows[0]['rounds']} interleaved rounds (range in brackets)")
     return "\n".join(lines)
 
 
@@ -197,13 +238,30 @@ def sr_ladder(
     def lr_input_model():
         return ESPCN(scale=scale)
 
+    hr_model = (f"ESPCN on pre-upscaled HR-size inputs: {scale * scale}x the pixels of the other rungs' model, so "
+                "its fed rate and efficiency are not like for like")  # fmt: skip
     return [
-        Rung("naive: pre-upscaled files from disk (seed's traditional way)", naive_disk, upscaled_input_model),
-        Rung("naive: pre-upscaled float tensors in memory", naive_memory, upscaled_input_model),
+        Rung("naive: pre-upscaled files from disk (seed's traditional way)", naive_disk, upscaled_input_model,
+             model_note=hr_model),
+        Rung("naive: pre-upscaled float tensors in memory", naive_memory, upscaled_input_model, model_note=hr_model),
         Rung("lazy crop, num_workers=0", lazy_plain, lr_input_model),
-        Rung(f"lazy crop, {workers} workers, prefetch 4, persistent", lazy_tuned, lr_input_model, workers),
+        Rung(f"lazy crop, {workers} workers, prefetch 4, persistent", lazy_tuned, lr_input_model, workers,
+             prefetched=4 * workers),
         Rung("decoded uint8 cache, batch crops", cached, lr_input_model),
-    ]
+    ]  # fmt: skip
+
+
+def seed_post_batch(model: Callable[[], nn.Module], *, device: torch.device, wanted: int) -> tuple[int, str]:
+    """The batch the post's 224-px pipeline can train at here: one step measured, scaled to the free memory, halved
+    on a CUDA out-of-memory error."""
+    torch.manual_seed(0)
+    step = classification_train_step(model().to(device))
+
+    def run(batch: int) -> None:
+        images = torch.randn(batch, 3, 224, 224, device=device)
+        step((images, torch.randint(0, 10, (batch,), device=device)))
+
+    return batch_that_fits(run, wanted=wanted, device=device)
 
 
 def cifar_ladder(
@@ -213,19 +271,21 @@ def cifar_ladder(
     image_folder: Path,
     device: torch.device,
     batch_size: int,
+    seed_batch: int,
     model: Callable[[], nn.Module],
     workers: int = 2,
     seed: int = 0,
 ) -> list[Rung]:
-    """The classification ladder: the seed post's ImageFolder + PIL pipeline, the same at 32 px, and the whole
-    dataset as one uint8 tensor on the device with kornia batch augmentation (with and without augmentation)."""
+    """The classification ladder: the seed post's ImageFolder + PIL pipeline at 224 px (batch `seed_batch`, what
+    fits in memory), the same family at 32 px, and the whole dataset as one uint8 tensor on the device with kornia
+    batch augmentation (with and without)."""
     pin = device.type == "cuda"
     samples = 10**6  # an epoch long enough that no measurement restarts the workers
     seed_workers = min(4, max(1, workers))  # the post's num_workers=4, capped by the cores here
 
     def seed_post():
         dataset = ImageFolder(str(image_folder), transform=seed_post_transform())
-        return make_loader(dataset, batch_size, seed=seed, num_workers=seed_workers, pin_memory=pin,
+        return make_loader(dataset, seed_batch, seed=seed, num_workers=seed_workers, pin_memory=pin,
                            persistent_workers=True, samples_per_epoch=samples)  # fmt: skip
 
     def native_pil():
@@ -242,10 +302,11 @@ def cifar_ladder(
         return build
 
     return [
-        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers",
-             seed_post, model, seed_workers, classification_train_step),
+        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers, "
+             f"batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, prefetched=2 * seed_workers,
+             model_note="the same network on 224-px crops: (224/32)^2 = 49x the pixels of a 32-px image"),
         Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} workers",
-             native_pil, model, seed_workers, classification_train_step),
+             native_pil, model, seed_workers, classification_train_step, prefetched=2 * seed_workers),
         Rung("whole dataset as uint8 on the device + kornia batch augmentation (crop, flip, jitter, grayscale)",
              on_device(True), model, 0, classification_train_step),
         Rung("whole dataset as uint8 on the device, no augmentation (the ceiling)", on_device(False), model, 0,
@@ -317,8 +378,7 @@ def _sr_command(args: argparse.Namespace, profile: Profile, device: torch.device
     workers = max(1, min(8, usable_cpu_count()))
     rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=args.scale, hr_crop=args.hr_crop,
                       workers=workers)  # fmt: skip
-    rows = run_ladder(rungs, device=device, loader_batches=profile.bench_loader_batches,
-                      steps_per_block=profile.bench_steps_per_block, blocks=profile.bench_blocks)  # fmt: skip
+    rows = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
     label = (
         f"SR ladder, x{args.scale}, {args.hr_crop}-px HR crops, batch {batch_size}, {len(paths)} images of "
         f"{source.name}, ESPCN training step, profile {profile.name}"
@@ -337,10 +397,11 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
     use_resnet = profile.cifar_ladder_model == "resnet18"
     batch_size = args.batch_size or profile.cifar_ladder_batch
     model = cifar_resnet18 if use_resnet else (lambda: SmallConvNet(width=16))
-    rungs = cifar_ladder(images, labels, image_folder=folder, device=device, batch_size=batch_size, model=model,
-                         workers=max(1, usable_cpu_count()))  # fmt: skip
-    rows = run_ladder(rungs, device=device, loader_batches=profile.bench_loader_batches,
-                      steps_per_block=profile.cifar_ladder_steps, blocks=profile.cifar_ladder_blocks)  # fmt: skip
+    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size)
+    print(f"the post's 224-px rung: {why}")
+    rungs = cifar_ladder(images, labels, image_folder=folder, device=device, batch_size=batch_size,
+                         seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()))  # fmt: skip
+    rows = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
     label = (
         f"CIFAR ladder, batch {batch_size}, {len(images)} images of {source.name}, "
         f"{'ResNet18 (CIFAR stem)' if use_resnet else 'small CNN (width 16)'} training step, profile {profile.name}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -47,35 +48,79 @@ def show_image_grid(
 
 
 def plot_ladder(rows: Sequence[dict], title: str = "") -> plt.Figure:
-    """Bar charts of a loader ladder: loader samples/s (log scale) and pipeline efficiency per rung."""
-    names = [r["name"] for r in rows]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 0.55 * len(rows) + 1.5), sharey=True)
+    """A ladder in two panels: the loader alone (samples/s, log scale, range over rounds) and end to end, feeding the
+    model (fed samples/s as bars, the pre-made ceiling as a black tick, the efficiency written beside); rungs whose
+    model differs are hatched and marked with a dagger."""
+    names = [r["name"] + (" †" if r.get("model_note") else "") for r in rows]
     positions = np.arange(len(rows))[::-1]
-    left.barh(positions, [r["samples_per_s"] for r in rows], color="tab:blue")
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 0.6 * len(rows) + 1.8), sharey=True)
+    low = [r["samples_per_s"] - r["samples_per_s_range"][0] for r in rows]
+    high = [r["samples_per_s_range"][1] - r["samples_per_s"] for r in rows]
+    left.barh(positions, [r["samples_per_s"] for r in rows], xerr=[low, high], color="tab:blue", capsize=3)
     left.set_xscale("log")
     left.set_xlabel("loader alone: samples/s (log scale)")
-    left.set_yticks(positions, names, fontsize=8)
-    right.barh(positions, [r["pipeline_efficiency"] for r in rows], color="tab:green")
-    right.axvline(1.0, color="gray", linestyle="--", linewidth=1)
-    right.set_xlabel("pipeline efficiency (fed / pre-made batches)")
-    figure.suptitle(title, fontsize=10)
+    left.set_yticks(positions, [textwrap.fill(n, 48) for n in names], fontsize=9)
+    bars = right.barh(positions, [r["fed_samples_per_s"] for r in rows], color="tab:green")
+    for bar, row in zip(bars, rows):
+        if row.get("model_note"):
+            bar.set_hatch("//")
+            bar.set_facecolor("tab:olive")
+    right.scatter([r["ideal_samples_per_s"] for r in rows], positions, marker="|", s=400, color="black",
+                  label="same step on pre-made batches")  # fmt: skip
+    for position, row in zip(positions, rows):
+        right.annotate(f" efficiency {row['pipeline_efficiency']:.2f}", (row["fed_samples_per_s"], position),
+                       va="center", fontsize=9)  # fmt: skip
+    right.set_xlabel("end to end, feeding the model: samples/s")
+    right.legend(loc="lower right", fontsize=9)
+    figure.suptitle(title)
     figure.tight_layout()
     return figure
 
 
-def plot_sweep(rows: Sequence[dict], title: str = "") -> plt.Figure:
-    """Samples/s per DataLoader setting from a sweep, one bar per setting."""
-    labels = [
-        f"w={r['num_workers']} pin={'y' if r['pin_memory'] else 'n'}"
-        + (f" pf={r['prefetch_factor']} pers={'y' if r['persistent_workers'] else 'n'}" if r["num_workers"] else "")
-        for r in rows
-    ]
-    figure, axis = plt.subplots(figsize=(8, 0.4 * len(rows) + 1.2))
-    positions = np.arange(len(rows))[::-1]
-    axis.barh(positions, [r["samples_per_s"] for r in rows], color="tab:orange")
-    axis.set_yticks(positions, labels, fontsize=8)
-    axis.set_xlabel("samples/s")
-    axis.set_title(title, fontsize=10)
+def plot_sweep(rows: Sequence[dict], *, cores: int, title: str = "") -> plt.Figure:
+    """DataLoader throughput against the number of workers, one line per prefetch / pin_memory setting, with the
+    range over repeats as error bars and the number of cores marked."""
+    figure, axis = plt.subplots(figsize=(8, 4.2))
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        key = f"prefetch {row['prefetch_factor'] or 2}" + (", pin_memory" if row["pin_memory"] else "")
+        groups.setdefault(key, []).append(row)
+    zero = [r for r in rows if r["num_workers"] == 0]
+    for key, group in groups.items():
+        group = sorted([*zero, *[r for r in group if r["num_workers"] > 0]], key=lambda r: r["num_workers"])
+        x = [r["num_workers"] for r in group]
+        y = [r["samples_per_s"] for r in group]
+        spread = [[r["samples_per_s"] - min(r["runs"]) for r in group], [max(r["runs"]) - r["samples_per_s"] for r in group]]
+        axis.errorbar(x, y, yerr=spread, marker="o", capsize=3, label=key)
+    axis.axvline(cores, color="gray", linestyle="--", label=f"{cores} CPU cores")
+    axis.set_xlabel("num_workers")
+    axis.set_ylabel("samples/s (median, range over repeats)")
+    axis.set_title(title)
+    axis.legend()
+    figure.tight_layout()
+    return figure
+
+
+def plot_precisions(results: Sequence[dict], title: str = "") -> plt.Figure:
+    """Three panels per precision: median step time, extra memory, and the loss curves (markers and line styles keep
+    curves that lie on one another visible)."""
+    figure, (time_axis, memory_axis, loss_axis) = plt.subplots(1, 3, figsize=(14, 3.8))
+    names = [r["precision"] + ("" if r["native"] else " (not native)") for r in results]
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"][: len(results)]
+    time_axis.bar(names, [r["step_ms"] for r in results], color=colours)
+    time_axis.set_ylabel("median step ms")
+    time_axis.set_yscale("log")
+    memory_axis.bar(names, [r["extra_mib"] for r in results], color=colours)
+    memory_axis.set_ylabel("extra memory, MiB")
+    for (r, colour), style in zip(zip(results, colours), ["-", "--", ":", "-."]):
+        loss_axis.plot(r["losses"], linestyle=style, marker="o", markersize=3, markevery=max(1, len(r["losses"]) // 12),
+                       color=colour, label=f"{r['precision']} ({len(r['losses'])} steps)")  # fmt: skip
+    loss_axis.set_xlabel("step")
+    loss_axis.set_ylabel("L1 loss")
+    loss_axis.legend()
+    for axis in (time_axis, memory_axis):
+        axis.tick_params(axis="x", rotation=15)
+    figure.suptitle(title)
     figure.tight_layout()
     return figure
 

@@ -22,9 +22,10 @@ class SRTraining:
     blocks: int  # SmallEDSR residual blocks
     hr_crop: int  # HR crop side, pixels
     batch: int
-    epochs: int
-    batches_per_epoch: int
+    batches_per_epoch: int  # an "epoch" of random crops: evaluation and checkpoints happen between them
     learning_rate: float  # Adam's peak learning rate under OneCycle
+    budget_s: float | None  # seconds of training: the step count is calibrated to fit (None: `steps` exactly)
+    steps: int  # the step count when there is no budget; the most steps a budget may buy otherwise
 
 
 @dataclass(frozen=True)
@@ -33,32 +34,37 @@ class CifarTraining:
 
     images: int | None  # training images (None: all)
     batch: int
-    epochs: int
     learning_rate: float  # SGD's peak learning rate under OneCycle
     model: str  # "resnet18" or "small"
+    budget_s: float | None  # seconds of training: the step count is calibrated to fit (None: `steps` exactly)
+    steps: int  # the step count when there is no budget; the most steps a budget may buy otherwise
 
 
 @dataclass(frozen=True)
 class Profile:
-    """The sizes one profile gives every notebook and command."""
+    """The sizes one profile gives every notebook and command. Time budgets are enforced by calibrating on a few
+    steps first; nothing here assumes how fast the machine is."""
 
     name: str
     description: str
     notebook_limit_s: int  # the course runner stops a notebook that runs longer than this, and reports it
     gallery_images: int  # 00: photos in the gallery
     memory_images: int | None  # 01: images for the memory lesson (None: the whole training split)
-    bench_loader_batches: int  # batches timed for a loader on its own
-    bench_steps_per_block: int  # steps per fed / pre-made block when a loader feeds a model
-    bench_blocks: int  # interleaved blocks of each
-    sweep_batches: int  # 02: batches timed per DataLoader setting in a sweep
+    sr_batch: int  # 01, 02, 05: batch of the SR pipeline measurements (ESPCN / SmallEDSR steps)
+    sr_crop: int  # ... and their HR crop, pixels (x4: the LR crop is a quarter of it)
+    pipeline_blocks: int  # interleaved fed / pre-made block pairs when one loader feeds a model
+    pipeline_budget_s: float  # seconds such a measurement may take (01, 05, 07)
+    ladder_rounds: int  # 02, 04: rounds in which every rung of a ladder gets one turn
+    ladder_turn_s: float  # seconds of one rung's turn
+    sweep_batches: int  # 02: batches timed per DataLoader setting and repeat
+    sweep_repeats: int  # 02: repeats of the whole sweep (interleaved), for the error bars
     cifar_images: int | None  # 04: training images for the classification ladder (None: all)
-    cifar_ladder_batch: int  # 04: batch of the classification ladder
-    cifar_ladder_model: str  # 04: "resnet18" (a GPU) or "small" (a CNN a CPU can time)
-    cifar_ladder_steps: int  # 04: steps per block feeding the model (224-px inputs make CPU steps take seconds)
-    cifar_ladder_blocks: int  # 04: interleaved blocks
-    precision_steps: int  # 03: training steps per precision
-    compare_steps: int  # 06: steps of the post's pipeline against the course's
-    compare_batch: int  # 06: their batch
+    cifar_ladder_batch: int  # 04: batch of the classification ladder (the 224-px rung takes what fits)
+    cifar_ladder_model: str  # 04: "resnet18" (a GPU) or "small" (a CNN a CPU can time at 224 px)
+    precision_budget_s: float  # 03: seconds of training steps per precision (at least a few steps each)
+    conv_batch: int  # 03: batch of the channels_last measurement (a small CNN on 32-px images)
+    compare_steps: int  # 06: timed steps of the post's pipeline and of the course's (after a warm-up step)
+    compare_batch: int  # 06: their batch (the 224-px pipeline takes what fits)
     gan: tuple[int, int, int, int]  # 07: SmallEDSR features, blocks, HR crop, batch of the GAN measurement
     sr: SRTraining  # 05 and `python -m helpers.train sr`
     cifar: CifarTraining  # 06 and `python -m helpers.train cifar`
@@ -68,36 +74,40 @@ class Profile:
         """True when numbers from this profile are only smoke-test numbers."""
         return self.name == "smoke"
 
-    def label(self, text: str) -> str:
-        """Prefix `text` with a smoke-run warning when this is the smoke profile."""
+    def label(self, text: str, *, data: str | None = None, device: object = None) -> str:
+        """`text` with the data it came from and the device it ran on, marked when it is a smoke run."""
+        where = "; ".join(part for part in (f"data: {data}" if data else "", f"device: {device}" if device else "") if part)
+        text = f"{text} [{where}]" if where else text
         return f"[smoke run: not a measurement] {text}" if self.is_smoke else text
 
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
-        "smoke", "seconds per notebook; checks that every lesson runs (CI)", notebook_limit_s=300, gallery_images=4, memory_images=3,
-        bench_loader_batches=2, bench_steps_per_block=1, bench_blocks=1, sweep_batches=2, cifar_images=512,
-        cifar_ladder_batch=64, cifar_ladder_model="small", cifar_ladder_steps=1, cifar_ladder_blocks=1,
-        precision_steps=3, compare_steps=1, compare_batch=8, gan=(8, 1, 32, 4),
-        sr=SRTraining(features=8, blocks=1, hr_crop=32, batch=4, epochs=2, batches_per_epoch=2, learning_rate=2e-3),
-        cifar=CifarTraining(images=256, batch=64, epochs=1, learning_rate=0.1, model="small"),
+        "smoke", "seconds per notebook; checks that every lesson runs (CI)", notebook_limit_s=300, gallery_images=4,
+        memory_images=3, sr_batch=4, sr_crop=64, pipeline_blocks=1, pipeline_budget_s=1, ladder_rounds=1, ladder_turn_s=0.3,
+        sweep_batches=2, sweep_repeats=1, cifar_images=256, cifar_ladder_batch=16, cifar_ladder_model="small",
+        precision_budget_s=0.5, conv_batch=16, compare_steps=1, compare_batch=4, gan=(8, 1, 32, 4),
+        sr=SRTraining(features=8, blocks=1, hr_crop=32, batch=4, batches_per_epoch=2, learning_rate=2e-3,
+                      budget_s=None, steps=4),
+        cifar=CifarTraining(images=256, batch=64, learning_rate=0.1, model="small", budget_s=None, steps=4),
     ),
     "cpu": Profile(
-        "cpu", "a few minutes per notebook on a laptop CPU", notebook_limit_s=900, gallery_images=8, memory_images=None,
-        bench_loader_batches=25, bench_steps_per_block=4, bench_blocks=10, sweep_batches=15, cifar_images=None,
-        cifar_ladder_batch=128, cifar_ladder_model="small", cifar_ladder_steps=2, cifar_ladder_blocks=3,
-        precision_steps=40, compare_steps=2, compare_batch=16, gan=(32, 4, 96, 16),
-        sr=SRTraining(features=32, blocks=8, hr_crop=96, batch=16, epochs=8, batches_per_epoch=100, learning_rate=2e-3),
-        cifar=CifarTraining(images=None, batch=128, epochs=3, learning_rate=0.2, model="resnet18"),
+        "cpu", "a few minutes per notebook on a laptop CPU", notebook_limit_s=900, gallery_images=8,
+        memory_images=None, sr_batch=16, sr_crop=128, pipeline_blocks=5, pipeline_budget_s=20, ladder_rounds=5, ladder_turn_s=3,
+        sweep_batches=8, sweep_repeats=3, cifar_images=None, cifar_ladder_batch=128, cifar_ladder_model="small",
+        precision_budget_s=12, conv_batch=128, compare_steps=3, compare_batch=32, gan=(32, 4, 96, 16),
+        sr=SRTraining(features=32, blocks=8, hr_crop=96, batch=16, batches_per_epoch=100, learning_rate=2e-3,
+                      budget_s=150, steps=4000),
+        cifar=CifarTraining(images=None, batch=128, learning_rate=0.2, model="resnet18", budget_s=150, steps=4000),
     ),
     "full": Profile(
         "full", "the real runs, sized for one GPU", notebook_limit_s=1800, gallery_images=12, memory_images=None,
-        bench_loader_batches=100, bench_steps_per_block=10, bench_blocks=10, sweep_batches=60, cifar_images=None,
-        cifar_ladder_batch=256, cifar_ladder_model="resnet18", cifar_ladder_steps=10, cifar_ladder_blocks=10,
-        precision_steps=300, compare_steps=20, compare_batch=256, gan=(64, 16, 192, 16),
-        sr=SRTraining(features=64, blocks=16, hr_crop=192, batch=16, epochs=30, batches_per_epoch=500,
-                      learning_rate=1e-3),
-        cifar=CifarTraining(images=None, batch=512, epochs=10, learning_rate=0.4, model="resnet18"),
+        sr_batch=16, sr_crop=128, pipeline_blocks=5, pipeline_budget_s=10, ladder_rounds=5, ladder_turn_s=2, sweep_batches=30,
+        sweep_repeats=3, cifar_images=None, cifar_ladder_batch=256, cifar_ladder_model="resnet18",
+        precision_budget_s=10, conv_batch=256, compare_steps=20, compare_batch=256, gan=(64, 16, 192, 16),
+        sr=SRTraining(features=64, blocks=16, hr_crop=192, batch=16, batches_per_epoch=500, learning_rate=1e-3,
+                      budget_s=600, steps=200_000),
+        cifar=CifarTraining(images=None, batch=512, learning_rate=0.4, model="resnet18", budget_s=60, steps=20_000),
     ),
 }  # fmt: skip
 

@@ -4,6 +4,8 @@ command line: `python -m helpers.train sr|cifar` (also under torchrun)."""
 from __future__ import annotations
 
 import argparse
+import copy
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from ..models import SmallConvNet, SmallEDSR, cifar_resnet18
 from ..seeding import rank_seed, seed_everything
 from ..sr_cache import CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 from ..sr_data import SREvalDataset
+from ..measure import seconds_per_call, steps_in_budget
 from ..step import PrecisionChoice, TrainStep, fastest_precision
 from ..trainer import fit, make_scheduler
 from .data import bsds300_split, prepare_bsds300, prepare_cifar10
@@ -44,23 +47,45 @@ class Recipe:
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     evaluate: Callable[[nn.Module], dict[str, Any]]
     epochs: int
+    steps: int  # optimizer steps in all (the last epoch may stop early)
     precision: PrecisionChoice
+    plan: str  # how the run was sized: the budget, the measured step time and the steps that fit
     data: str
     channels_last: bool = False
     eval_every: int = 1
 
 
-def choose_precision(
+def plan_run(
     model: nn.Module, example: tuple[torch.Tensor, torch.Tensor], *, loss_fn: Callable, device: torch.device,
-    channels_last: bool = False, context: DistributedContext | None = None,
-) -> PrecisionChoice:  # fmt: skip
-    """`fastest_precision` on this device; under DDP every rank takes rank 0's choice, so all ranks agree."""
+    budget_s: float | None, max_steps: int, channels_last: bool = False, context: DistributedContext | None = None,
+) -> tuple[PrecisionChoice, int, str]:  # fmt: skip
+    """Choose the precision by measurement, then the number of steps that fit `budget_s` of training (90% of it, so a
+    slower stretch still fits); under DDP every rank takes rank 0's plan, so all ranks agree."""
     choice = fastest_precision(model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)
+    if budget_s is None:
+        plan = (choice, max_steps, f"{max_steps} steps (fixed in this profile)")
+    else:
+        seconds = choice.step_ms.get(choice.precision, 0) / 1000 or _seconds_per_step(
+            model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)  # fmt: skip
+        steps = steps_in_budget(0.9 * budget_s, seconds, minimum=2, maximum=max_steps)
+        plan = (choice, steps, f"budget {budget_s:.0f} s of training: {1000 * seconds:.0f} ms per step measured here, "
+                               f"so {steps} steps" + (" (the profile's cap)" if steps == max_steps else ""))  # fmt: skip
     if context is not None and context.enabled:
-        shared = [choice]
+        shared = [plan]
         dist.broadcast_object_list(shared, src=0)
-        choice = shared[0]
-    return choice
+        plan = shared[0]
+    return plan
+
+
+def _seconds_per_step(
+    model: nn.Module, example: tuple[torch.Tensor, torch.Tensor], *, loss_fn: Callable, device: torch.device,
+    channels_last: bool,
+) -> float:  # fmt: skip
+    """Median seconds of an fp32 training step on a copy of `model` (the model itself is not trained)."""
+    trial = copy.deepcopy(model)
+    step = TrainStep(trial, torch.optim.SGD(trial.parameters(), lr=1e-6), loss_fn, device=device,
+                     channels_last=channels_last)  # fmt: skip
+    return seconds_per_call(lambda: step(*example), calls=3, warmup=1, device=device)
 
 
 def sr_recipe(
@@ -71,19 +96,20 @@ def sr_recipe(
     sizes = resolve_profile(profile_name).sr
     source = prepare_bsds300(progress=False)
     cache = DecodedSRCache(bsds300_split(source.root, "train"), scale=scale)
-    model = SmallEDSR(scale, sizes.features, sizes.blocks).to(device)
     lr, hr = cache.sample(sizes.batch, hr_crop=sizes.hr_crop, generator=torch.Generator().manual_seed(seed))
-    precision = choose_precision(model, (to_unit_float(lr), to_unit_float(hr)), loss_fn=nn.L1Loss(), device=device,
-                                 context=context)  # fmt: skip
+    example = (to_unit_float(lr).to(device), to_unit_float(hr).to(device))
+    precision, total, plan = plan_run(SmallEDSR(scale, sizes.features, sizes.blocks).to(device), example,
+                                      loss_fn=nn.L1Loss(), device=device, budget_s=sizes.budget_s,
+                                      max_steps=sizes.steps, context=context)  # fmt: skip
     seed_everything(seed)
     model = SmallEDSR(scale, sizes.features, sizes.blocks).to(device)
     loader_type = DeviceSRCropLoader if device.type == "cuda" else CachedCropLoader
     rank = context.rank if context is not None else 0
+    per_epoch = min(sizes.batches_per_epoch, total)
     # each rank draws its own crops: a different stream per rank, reproducible from one seed
-    loader = loader_type(cache, batch_size=sizes.batch, hr_crop=sizes.hr_crop, batches_per_epoch=sizes.batches_per_epoch,
+    loader = loader_type(cache, batch_size=sizes.batch, hr_crop=sizes.hr_crop, batches_per_epoch=per_epoch,
                          seed=rank_seed(seed, rank), device=device)  # fmt: skip
     optimizer = torch.optim.Adam(model.parameters(), lr=sizes.learning_rate, betas=(0.9, 0.99))
-    total = sizes.epochs * sizes.batches_per_epoch
     scheduler = make_scheduler(optimizer, kind="onecycle", total_steps=total, peak_learning_rate=sizes.learning_rate)
     test = SREvalDataset(bsds300_split(source.root, "test"), scale=scale)
     return Recipe(
@@ -94,7 +120,7 @@ def sr_recipe(
         ),
         model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=nn.L1Loss(),
         evaluate=lambda m: evaluate_sr(m, test, scale=scale, device=device, context=context),
-        epochs=sizes.epochs, precision=precision, data=source.describe(),
+        epochs=math.ceil(total / per_epoch), steps=total, precision=precision, plan=plan, data=source.describe(),
         eval_every=2 if profile_name != "smoke" else 1,
     )  # fmt: skip
 
@@ -116,8 +142,9 @@ def cifar_recipe(
     loss_fn = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
     preprocess = normalize_only().to(device)
     example = (preprocess(images[: sizes.batch].to(device)), labels[: sizes.batch].to(device))
-    precision = choose_precision(build().to(device), example, loss_fn=loss_fn, device=device, channels_last=True,
-                                 context=context)  # fmt: skip
+    precision, total, plan = plan_run(build().to(device), example, loss_fn=loss_fn, device=device,
+                                      budget_s=sizes.budget_s, max_steps=sizes.steps, channels_last=True,
+                                      context=context)  # fmt: skip
     seed_everything(seed)
     rank, world_size = (context.rank, context.world_size) if context is not None else (0, 1)
     loader = DeviceTensorLoader(images, labels, batch_size=sizes.batch, device=device,
@@ -126,20 +153,21 @@ def cifar_recipe(
     model = build().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=sizes.learning_rate, momentum=0.9, nesterov=True,
                                 weight_decay=5e-4)  # fmt: skip
-    scheduler = make_scheduler(optimizer, kind="onecycle", total_steps=sizes.epochs * len(loader),
-                               peak_learning_rate=sizes.learning_rate)  # fmt: skip
+    scheduler = make_scheduler(optimizer, kind="onecycle", total_steps=total, peak_learning_rate=sizes.learning_rate)
     test_images, test_labels = test_images.to(device), test_labels.to(device)
     return Recipe(
         task="cifar",
         description=(
             f"{'ResNet18 (CIFAR stem)' if sizes.model == 'resnet18' else 'small CNN'}, {len(images)} images, "
-            f"batch {sizes.batch}, {sizes.epochs} epochs, SGD + OneCycle (peak {sizes.learning_rate}), label "
+            f"batch {sizes.batch}, {total} steps ({total / len(loader):.1f} epochs), SGD + OneCycle (peak "
+            f"{sizes.learning_rate}), label "
             f"smoothing {label_smoothing}, {precision.precision}, channels_last on {device}"
         ),
         model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=loss_fn,
         evaluate=lambda m: evaluate_classifier(m, test_images, test_labels, preprocess=preprocess, device=device,
                                                precision=precision.precision, context=context),
-        epochs=sizes.epochs, precision=precision, data=source.describe(), channels_last=True,
+        epochs=math.ceil(total / len(loader)), steps=total, precision=precision, plan=plan, data=source.describe(),
+        channels_last=True,
     )  # fmt: skip
 
 
@@ -160,8 +188,8 @@ def run_recipe(
                      channels_last=recipe.channels_last, scheduler=recipe.scheduler)  # fmt: skip
     return fit(
         model, recipe.loader, step, epochs=recipe.epochs, scheduler=recipe.scheduler, evaluate=recipe.evaluate,
-        eval_every=recipe.eval_every, checkpoint_dir=checkpoint_dir, resume=resume, progress=progress,
-        context=context,
+        eval_every=recipe.eval_every, checkpoint_dir=checkpoint_dir, resume=resume, max_steps=recipe.steps,
+        progress=progress, context=context,
     )  # fmt: skip
 
 
@@ -191,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     say = print if context.is_main else (lambda *a, **k: None)
     say(profile.label(recipe.description))
     say(f"precision: {recipe.precision.reason}")
+    say(f"run length: {recipe.plan}")
     say(recipe.data)
     say(format_environment_report(environment_report(device)) + f" | {context.world_size} process(es)")
     try:

@@ -1,0 +1,59 @@
+"""What every lesson starts with: the profile in force, the device, seeds, one environment line, labels that say which
+data and device a number comes from, and the notebook's own measured run time."""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
+from ..seeding import seed_everything
+from ..step import native_precisions
+from .data import DataSource
+from .profiles import Profile, resolve_profile
+
+
+def device_name(device: torch.device) -> str:
+    """A short name for where a number was measured: the GPU's name, or the CPU with its core count."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.machine()}, {usable_cpu_count()} cores)"
+
+
+def data_name(source: DataSource) -> str:
+    """A short name for the data a number comes from; stand-ins say they are not the real dataset."""
+    real = {"BSDS300": "BSD100 / BSDS300", "CIFAR-10": "CIFAR-10"}
+    base = source.name.split(" stand-in")[0]
+    return f"{base} stand-in, not {real.get(base, base)}" if source.is_standin else source.name
+
+
+@dataclass
+class Lesson:
+    """A running lesson: its profile and device, and `tag` to label every printed number and figure title."""
+
+    profile: Profile
+    device: torch.device
+    started: float = field(default_factory=time.perf_counter)
+
+    def tag(self, text: str, data: DataSource | None = None) -> str:
+        """`text` labelled with the data source, the device and, in smoke runs, a warning that it is not a measurement."""
+        return self.profile.label(text, data=data_name(data) if data else None, device=device_name(self.device))
+
+    def finish(self) -> str:
+        """One line with the notebook's measured wall time against the runner's limit for this profile."""
+        seconds = time.perf_counter() - self.started
+        return (f"this notebook ran {seconds:.0f} s on {device_name(self.device)} in the {self.profile.name} profile "
+                f"(the course runner stops a notebook after {self.profile.notebook_limit_s} s)")  # fmt: skip
+
+
+def start_lesson(requested_profile: str = "auto", *, seed: int = 0) -> Lesson:
+    """Resolve the profile and device, seed everything, print the environment in one line; return the Lesson."""
+    profile = resolve_profile(requested_profile)
+    device = resolve_device()
+    seed_everything(seed)
+    print(f"profile {profile.name} ({profile.description})")
+    print(format_environment_report(environment_report(device)) + f" | native precisions: {', '.join(native_precisions(device))}")
+    return Lesson(profile, device)

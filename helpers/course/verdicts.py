@@ -1,0 +1,150 @@
+"""Verdicts: the sentences a lesson states about its outcome, produced from that run's numbers, so that what a notebook
+says is true on every machine it runs on. Markdown cells explain mechanisms; outcomes come from here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def ratio_text(ratio: float) -> str:
+    """A ratio as a reader says it: '3.2x more' or '0.6x (less)'."""
+    return f"{ratio:.1f}x" if ratio >= 1 else f"{ratio:.2f}x (less)"
+
+
+def memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_input_ratio: float) -> str:
+    """01: how much the traditional float32 store holds against the uint8 cache, at each scale, and the model inputs
+    against the seed's claimed ratio."""
+    parts = [
+        f"x{r['scale']}: {r['traditional_mib']:.0f} MiB against {r['cache_mib']:.0f} MiB ({ratio_text(r['total_ratio'])})"
+        for r in rows
+    ]
+    largest = max(rows, key=lambda r: r["scale"])
+    inputs = largest["input_ratio"]
+    relation = "more than" if inputs > claimed_input_ratio * 1.05 else "less than" if inputs < claimed_input_ratio * 0.95 else "about"
+    return (
+        f"Traditional float32 store against the uint8 cache, same images: {'; '.join(parts)}. At x{largest['scale']} "
+        f"the model inputs alone are {inputs:.0f}x the uint8 LR they encode: {relation} the {claimed_input_ratio:.0f}x "
+        "claimed" + (", because the claim counts pixels and the store holds each as a 4-byte float." if relation == "more than" else ".")
+    )
+
+
+def decode_verdict(crop_ms: float, full_ms: float, held: tuple[int, int], size: tuple[int, int]) -> str:
+    """02: whether cropping saved decoding time and memory, from a crop's time against a full decode's."""
+    whole = "the whole decoded image" if held == size else f"{held[0]}x{held[1]} pixels"
+    verdict = (
+        "cropping saved no decoding time" if crop_ms >= 0.7 * full_ms else f"cropping took {crop_ms / full_ms:.0%} of a full decode"
+    )
+    return f"A 32-px crop took {crop_ms:.2f} ms against {full_ms:.2f} ms for a full decode ({verdict}); afterwards PIL held {whole}."
+
+
+def ladder_verdict(rows: Sequence[dict[str, Any]], *, first: int = 0) -> str:
+    """02, 04: the ladder read like for like: end-to-end rates among rungs that feed the same model, loader-only
+    rates for all, and which rungs' models differ."""
+    base = rows[first]
+    same_model = [r for r in rows if not r["model_note"]]
+    lines = [
+        f"Loader alone, against '{base['name']}': "
+        + "; ".join(f"'{r['name']}' {ratio_text(r['samples_per_s'] / base['samples_per_s'])}" for r in rows[first + 1 :])
+        + "."
+    ]
+    if len(same_model) >= 2:
+        slow, fast = min(same_model, key=lambda r: r["fed_samples_per_s"]), max(same_model, key=lambda r: r["fed_samples_per_s"])
+        lines.append(
+            f"End to end, feeding the same model: from {slow['fed_samples_per_s']:.0f} samples/s ('{slow['name']}') to "
+            f"{fast['fed_samples_per_s']:.0f} ('{fast['name']}'), {ratio_text(fast['fed_samples_per_s'] / slow['fed_samples_per_s'])}; "
+            f"the best pipeline efficiency is {max(r['pipeline_efficiency'] for r in same_model):.2f}."
+        )
+    for note in dict.fromkeys(r["model_note"] for r in rows if r["model_note"]):
+        names = " and ".join(f"'{r['name']}'" for r in rows if r["model_note"] == note)
+        lines.append(f"{names} feed{'s' if ' and ' not in names else ''} another model: {note}.")
+    return " ".join(lines)
+
+
+def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when two sweep rows' ranges over repeats overlap (their difference is within the noise seen)."""
+    return min(a["runs"]) <= max(b["runs"]) and min(b["runs"]) <= max(a["runs"])
+
+
+def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
+    """02: where DataLoader throughput peaked against the number of cores, read against the spread over repeats."""
+    best = max(rows, key=lambda r: r["samples_per_s"])
+    zero = min(rows, key=lambda r: r["num_workers"])
+    relation = (
+        "more workers than cores" if best["num_workers"] > cores
+        else "as many workers as cores" if best["num_workers"] == cores
+        else "fewer workers than cores"
+    )  # fmt: skip
+    text = (
+        f"The fastest setting here was {best['num_workers']} workers (prefetch {best['prefetch_factor']}): "
+        f"{best['samples_per_s']:.0f} samples/s, {ratio_text(best['samples_per_s'] / zero['samples_per_s'])} the "
+        f"{zero['samples_per_s']:.0f} of {zero['num_workers']} workers; that is {relation} ({cores} cores)."
+    )
+    close = [r for r in rows if r is not best and _overlap(r, best)]
+    if len(best["runs"]) > 1 and close:
+        fewest = min(close, key=lambda r: r["num_workers"])
+        text += (
+            f" Its range over {len(best['runs'])} repeats overlaps that of {len(close)} other setting(s), the fewest "
+            f"workers among them {fewest['num_workers']}: those differences are within this machine's noise."
+        )
+    return text
+
+
+def layout_verdict(*, rgb_ms: float, word_ms: float) -> str:
+    """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words."""
+    return (
+        f"Flipping and turning 16 crops into one batch took {rgb_ms:.2f} ms as 3-byte pixels and {word_ms:.2f} ms as "
+        f"32-bit words ({ratio_text(rgb_ms / word_ms)} the time as pixels), for 4/3 of the memory."
+    )
+
+
+def seed_claim_verdict(
+    *, before: dict[str, Any], after: dict[str, Any], claimed_before: float, claimed_after: float
+) -> str:
+    """02: the post's end-to-end before/after against the same quantity measured here."""
+    ratio = after["fed_samples_per_s"] / before["fed_samples_per_s"]
+    mixed = " (the 'before' rung trains a model on HR-size inputs, so the ratio mixes loader and model)" if (
+        before["model_note"] != after["model_note"]
+    ) else ""
+    return (
+        f"End to end here: '{after['name']}' fed {after['fed_samples_per_s']:.0f} samples/s against "
+        f"{before['fed_samples_per_s']:.0f} for '{before['name']}', {ratio_text(ratio)}{mixed}; the post reported "
+        f"{claimed_before:g} -> {claimed_after:g} images/s, {ratio_text(claimed_after / claimed_before)}."
+    )
+
+
+def disk_verdict(*, written: float, original: float, read: float, decoded: float, used: float) -> str:
+    """01: what the traditional preprocessing wrote, and what each sample reads and decodes against what it keeps."""
+    return (
+        f"Preprocessing wrote {written / 2**20:.1f} MiB of upscaled PNGs for {original / 2**20:.1f} MiB of source "
+        f"JPEGs ({ratio_text(written / original)}). Each sample reads {read / 2**10:.0f} KiB of files and builds "
+        f"{decoded / 2**20:.1f} MiB of float tensors to keep {used / 2**20:.2f} MiB of crops "
+        f"({decoded / used:.0f}x what it keeps)."
+    )
+
+
+def precision_verdict(results: Sequence[dict[str, Any]], *, device: str) -> str:
+    """03: each precision's step time against fp32's, whether it is native here, and the losses at a common step."""
+    fp32 = next(r for r in results if r["precision"] == "fp32")
+    parts = []
+    for r in results:
+        if r is fp32:
+            continue
+        how = "native here" if r["native"] else "not native here (emulated or reference kernels)"
+        parts.append(f"{r['precision']} {ratio_text(r['step_ms'] / fp32['step_ms'])} the fp32 step time, {how}")
+    common = min(len(r["losses"]) for r in results)
+    losses = ", ".join(f"{r['precision']} {r['losses'][common - 1]:.4f}" for r in results)
+    fastest = min(results, key=lambda r: r["step_ms"])
+    return (
+        f"On {device}: {'; '.join(parts)}. The fastest step was {fastest['precision']} ({fastest['step_ms']:.1f} ms). "
+        f"After {common} steps on the same batches the losses were {losses}."
+    )
+
+
+def channels_last_verdict(table: dict[tuple[str, str], float]) -> str:
+    """03: what channels_last did to the step time, per precision."""
+    parts = []
+    for precision in dict.fromkeys(p for _, p in table):
+        ratio = table[("NCHW", precision)] / table[("channels_last", precision)]
+        parts.append(f"{precision}: NCHW step {ratio_text(ratio)} the channels_last step")
+    return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)."
