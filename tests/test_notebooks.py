@@ -36,7 +36,9 @@ def test_imports_helpers_and_checks_itself(path):
     source = "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
     assert "from helpers" in source, f"{path.name}: reusable code must come from helpers"
     assert "assert " in source, f"{path.name}: a lesson must check its own results with asserts"
-    assert "resolve_profile(profile)" in source, f"{path.name}: must resolve its profile from the parameters cell"
+    assert "start_lesson(profile)" in source or "resolve_profile(profile)" in source, (
+        f"{path.name}: must resolve its profile from the parameters cell"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -65,6 +65,7 @@ class Profile:
     conv_batch: int  # 03: batch of the channels_last measurement (a small CNN on 32-px images)
     compare_steps: int  # 06: timed steps of the post's pipeline and of the course's (after a warm-up step)
     compare_batch: int  # 06: their batch (the 224-px pipeline takes what fits)
+    compare_model: str  # 06: "resnet18", or "small" where even one 224-px ResNet18 step is too long (smoke)
     gan: tuple[int, int, int, int]  # 07: SmallEDSR features, blocks, HR crop, batch of the GAN measurement
     sr: SRTraining  # 05 and `python -m helpers.train sr`
     cifar: CifarTraining  # 06 and `python -m helpers.train cifar`
@@ -86,7 +87,7 @@ PROFILES: dict[str, Profile] = {
         "smoke", "seconds per notebook; checks that every lesson runs (CI)", notebook_limit_s=300, gallery_images=4,
         memory_images=3, sr_batch=4, sr_crop=64, pipeline_blocks=1, pipeline_budget_s=1, ladder_rounds=1, ladder_turn_s=0.3,
         sweep_batches=2, sweep_repeats=1, cifar_images=256, cifar_ladder_batch=16, cifar_ladder_model="small",
-        precision_budget_s=0.5, conv_batch=16, compare_steps=1, compare_batch=4, gan=(8, 1, 32, 4),
+        precision_budget_s=0.5, conv_batch=16, compare_steps=1, compare_batch=4, compare_model="small", gan=(8, 1, 32, 4),
         sr=SRTraining(features=8, blocks=1, hr_crop=32, batch=4, batches_per_epoch=2, learning_rate=2e-3,
                       budget_s=None, steps=4),
         cifar=CifarTraining(images=256, batch=64, learning_rate=0.1, model="small", budget_s=None, steps=4),
@@ -95,7 +96,7 @@ PROFILES: dict[str, Profile] = {
         "cpu", "a few minutes per notebook on a laptop CPU", notebook_limit_s=900, gallery_images=8,
         memory_images=None, sr_batch=16, sr_crop=128, pipeline_blocks=5, pipeline_budget_s=20, ladder_rounds=5, ladder_turn_s=3,
         sweep_batches=8, sweep_repeats=3, cifar_images=None, cifar_ladder_batch=128, cifar_ladder_model="small",
-        precision_budget_s=12, conv_batch=128, compare_steps=3, compare_batch=32, gan=(32, 4, 96, 16),
+        precision_budget_s=12, conv_batch=128, compare_steps=3, compare_batch=32, compare_model="resnet18", gan=(32, 4, 96, 16),
         sr=SRTraining(features=32, blocks=8, hr_crop=96, batch=16, batches_per_epoch=100, learning_rate=2e-3,
                       budget_s=150, steps=4000),
         cifar=CifarTraining(images=None, batch=128, learning_rate=0.2, model="resnet18", budget_s=150, steps=4000),
@@ -104,7 +105,7 @@ PROFILES: dict[str, Profile] = {
         "full", "the real runs, sized for one GPU", notebook_limit_s=1800, gallery_images=12, memory_images=None,
         sr_batch=16, sr_crop=128, pipeline_blocks=5, pipeline_budget_s=10, ladder_rounds=5, ladder_turn_s=2, sweep_batches=30,
         sweep_repeats=3, cifar_images=None, cifar_ladder_batch=256, cifar_ladder_model="resnet18",
-        precision_budget_s=10, conv_batch=256, compare_steps=20, compare_batch=256, gan=(64, 16, 192, 16),
+        precision_budget_s=10, conv_batch=256, compare_steps=20, compare_batch=256, compare_model="resnet18", gan=(64, 16, 192, 16),
         sr=SRTraining(features=64, blocks=16, hr_crop=192, batch=16, batches_per_epoch=500, learning_rate=1e-3,
                       budget_s=600, steps=200_000),
         cifar=CifarTraining(images=None, batch=512, learning_rate=0.4, model="resnet18", budget_s=60, steps=20_000),

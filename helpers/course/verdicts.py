@@ -3,6 +3,7 @@ says is true on every machine it runs on. Markdown cells explain mechanisms; out
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -148,3 +149,88 @@ def channels_last_verdict(table: dict[tuple[str, str], float]) -> str:
         ratio = table[("NCHW", precision)] / table[("channels_last", precision)]
         parts.append(f"{precision}: NCHW step {ratio_text(ratio)} the channels_last step")
     return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)."
+
+
+def augmentation_claim_verdict(
+    *, post: dict[str, Any], native: dict[str, Any], device_rung: dict[str, Any], claimed_ratio: float
+) -> str:
+    """04: the CIFAR post's claimed augmentation speed-up against the loaders measured on their own."""
+    return (
+        f"The post claimed {claimed_ratio:.0f}x less augmentation time from moving it to the GPU, but its pipeline "
+        f"runs per sample on the CPU. Augmentation alone, here: its pipeline {post['samples_per_s']:.0f} images/s, "
+        f"the same family at 32 px {native['samples_per_s']:.0f}, the whole dataset on the device with kornia "
+        f"{device_rung['samples_per_s']:.0f}: {ratio_text(device_rung['samples_per_s'] / post['samples_per_s'])} the "
+        f"post's rate. End to end, feeding the model: {post['fed_samples_per_s']:.0f} against "
+        f"{device_rung['fed_samples_per_s']:.0f} images/s (the post's rung feeds 224-px inputs)."
+    )
+
+
+def loader_pair_verdict(rows: Sequence[tuple[str, float]], *, device: str) -> str:
+    """04: two loaders' rates on their own, the second against the first."""
+    (first, a), (second, b) = rows
+    return f"On {device}, '{second}' delivered {ratio_text(b / a)} the samples/s of '{first}' ({b:.0f} against {a:.0f})."
+
+
+def sr_verdict(gains: Sequence[float], *, data: str) -> str:
+    """05: the per-image gain over the bicubic baseline: mean, spread, range, and on how many images it was positive."""
+    spread = statistics.stdev(gains) if len(gains) > 1 else 0.0
+    return (
+        f"Gain over the MATLAB bicubic baseline on {len(gains)} test images ({data}): mean {statistics.mean(gains):+.2f} "
+        f"dB, standard deviation {spread:.2f}, from {min(gains):+.2f} to {max(gains):+.2f}; the model scored above "
+        f"bicubic on {sum(g > 0 for g in gains)} of {len(gains)} images."
+    )
+
+
+def pipelines_claim_verdict(measured: dict[str, Any], *, claimed_before: float, claimed_after: float) -> str:
+    """05: two pipelines feeding the same model, end to end, against the post's own end-to-end before/after."""
+    (before_name, before), (after_name, after) = measured.items()
+    return (
+        f"End to end, feeding the same model: '{after_name}' {after.samples_per_s:.1f} images/s against "
+        f"'{before_name}' {before.samples_per_s:.1f}, {ratio_text(after.samples_per_s / before.samples_per_s)}; "
+        f"data-wait per step {after.data_wait_ms:.1f} ms against {before.data_wait_ms:.1f} ms. The post reported "
+        f"{claimed_before:g} -> {claimed_after:g} images/s ({ratio_text(claimed_after / claimed_before)}) between its "
+        "own before and after."
+    )
+
+
+def same_steps_verdict(*, post_rate: float, course_rate: float, post_px: int, course_px: int) -> str:
+    """06: the post's pipeline against the course's, the same model and steps, and the pixel ratio of their inputs."""
+    return (
+        f"Feeding the same model, the course's pipeline trained {course_rate:.1f} images/s and the post's "
+        f"{post_rate:.1f}: {ratio_text(course_rate / post_rate)}. The post's images reach the model at {post_px} px "
+        f"against {course_px}: {(post_px / course_px) ** 2:.0f}x the pixels per image."
+    )
+
+
+def accuracy_verdict(history: Sequence[dict[str, Any]], *, classes: int, data: str) -> str:
+    """06: the final top-1 against chance, and when the run first passed half of its final accuracy."""
+    final = history[-1]
+    half = next(h for h in history if h["top1"] >= final["top1"] / 2)
+    return (
+        f"Top-1 {100 * final['top1']:.1f}% on the test split of {data} after {final['trained_seconds']:.0f} s of "
+        f"training ({final['optimizer_steps']} steps), against {100 / classes:.0f}% chance; half of that was reached "
+        f"after {half['trained_seconds']:.0f} s."
+    )
+
+
+def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:
+    """07: decoded bytes per rank with lazy crops against crop bytes read from a shared cache, and the node's total."""
+    one, most = reads[0], reads[-1]
+    return (
+        f"With lazy crops each rank decodes {most['lazy_mib']:.0f} MiB per epoch at {most['ranks']} ranks against "
+        f"{one['lazy_mib']:.0f} MiB at 1: the node decodes {most['ranks'] * most['lazy_mib']:.0f} MiB per epoch "
+        f"either way. From the shared uint8 cache each rank reads {most['cache_mib']:.1f} MiB of crops "
+        f"({ratio_text(most['lazy_mib'] / most['cache_mib'])} less than the decoding it replaces)."
+    )
+
+
+def gan_verdict(rows: dict[str, Any], *, batch: int) -> str:
+    """07: the GAN step's compute against the generator's alone, and what a second loader cost."""
+    (g_name, g), (shared_name, shared), (second_name, second) = rows.items()
+    return (
+        f"Compute per iteration: '{shared_name}' {shared.compute_ms:.1f} ms against {g.compute_ms:.1f} ms for "
+        f"'{g_name}' ({ratio_text(shared.compute_ms / g.compute_ms)}). Data-wait: {shared.data_wait_ms:.2f} ms with "
+        f"one shared loader, {second.data_wait_ms:.2f} ms when D draws from a second loader (whose draws are timed "
+        f"as compute: {second.compute_ms:.1f} ms); {shared.samples_per_s / batch:.2f} against "
+        f"{second.samples_per_s / batch:.2f} GAN iterations/s."
+    )
