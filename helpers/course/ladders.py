@@ -1,12 +1,12 @@
 """The course's loader ladders: every rung of a pipeline measured side by side in one process (the loader alone, then
-feeding the same model against pre-made batches), the memory of the traditional SR stores, and the JPEG decoders."""
+feeding the same model against pre-made batches), the memory of the traditional SR stores, and `python -m
+helpers.bench`."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,15 +15,14 @@ from typing import Any
 import torch
 from torch import nn
 from torchvision.datasets import ImageFolder
-from torchvision.io import decode_jpeg, read_file
 from tqdm.auto import tqdm
 
 from ..augment import cifar_train_augment
 from ..cifar import cifar10_class_names, load_cifar10
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
-from ..images import load_rgb_image, to_unit_float
+from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
-from ..measure import PipelineProbe, batch_that_fits, count_samples, diagnose_pipeline, steps_in_budget, synchronize
+from ..measure import PipelineProbe, batch_that_fits, count_samples, diagnose_pipeline, steps_in_budget
 from ..models import ESPCN, SmallConvNet, cifar_resnet18
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
@@ -312,60 +311,6 @@ def cifar_ladder(
         Rung("whole dataset as uint8 on the device, no augmentation (the ceiling)", on_device(False), model, 0,
              classification_train_step),
     ]  # fmt: skip
-
-
-# --- decoding ------------------------------------------------------------------------------------------------------
-
-
-def jpeg_decode_benchmark(paths: list[Path], device: torch.device, repeats: int = 3) -> list[dict[str, Any]]:
-    """Images/s decoding the same JPEG files: PIL, torchvision on the CPU, torchvision (nvJPEG) on CUDA when there
-    is a GPU, and NVIDIA DALI when it is installed; rows that cannot run say why instead of a number."""
-    encoded = [read_file(str(p)) for p in paths]
-    rows: list[dict[str, Any]] = []
-
-    def timed(name: str, decode: Callable[[], Any], sync: torch.device | None = None) -> None:
-        decode()  # warm-up: library initialisation, nvJPEG handles
-        start = time.perf_counter()
-        for _ in range(repeats):
-            decode()
-        if sync is not None:
-            synchronize(sync)
-        rows.append({"decoder": name, "images_per_s": repeats * len(paths) / (time.perf_counter() - start)})
-
-    timed("PIL (Image.open + load), CPU", lambda: [load_rgb_image(p) for p in paths])
-    timed("torchvision.io.decode_jpeg, CPU", lambda: decode_jpeg(encoded))
-    if device.type == "cuda":
-        timed(f"torchvision.io.decode_jpeg, {device} (nvJPEG)", lambda: decode_jpeg(encoded, device=device), device)
-    else:
-        rows.append({"decoder": "torchvision.io.decode_jpeg on CUDA", "images_per_s": None,
-                     "note": "skipped: no CUDA device here"})  # fmt: skip
-    rows.append(_dali_row(paths, repeats, device))
-    return rows
-
-
-def _dali_row(paths: list[Path], repeats: int, device: torch.device) -> dict[str, Any]:
-    """NVIDIA DALI's file reader + mixed (nvJPEG) decoder, when DALI and a GPU are there; never required."""
-    try:
-        from nvidia.dali import fn, pipeline_def
-    except ImportError:
-        return {"decoder": "NVIDIA DALI", "images_per_s": None,
-                "note": "skipped: DALI is not installed (optional: pip install nvidia-dali-cuda120)"}  # fmt: skip
-    if device.type != "cuda":
-        return {"decoder": "NVIDIA DALI", "images_per_s": None, "note": "skipped: DALI decodes on a GPU"}
-    batch = len(paths)
-
-    @pipeline_def(batch_size=batch, num_threads=4, device_id=device.index or 0)
-    def decode_pipeline():
-        jpegs, _ = fn.readers.file(files=[str(p) for p in paths])
-        return fn.decoders.image(jpegs, device="mixed")
-
-    pipe = decode_pipeline()
-    pipe.build()
-    pipe.run()  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        pipe.run()
-    return {"decoder": "NVIDIA DALI (file reader + mixed decoder)", "images_per_s": repeats * batch / (time.perf_counter() - start)}
 
 
 # --- the command line: python -m helpers.bench -------------------------------------------------------------------

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from helpers.course.ladders import jpeg_decode_benchmark, main, sr_memory_by_scale
+from helpers.course.decoders import jpeg_decode_benchmark
+from helpers.course.ladders import main, sr_memory_by_scale
 
 
 def _photos(tmp_path, count=3):

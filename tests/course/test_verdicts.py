@@ -1,0 +1,80 @@
+"""Verdicts say what the numbers say, including when the numbers contradict what a lesson might have expected."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from helpers.course import verdicts
+
+
+def _sweep_row(workers, rate, runs=None, prefetch=2):
+    return {"num_workers": workers, "prefetch_factor": prefetch, "pin_memory": False, "samples_per_s": rate,
+            "runs": runs or [rate]}  # fmt: skip
+
+
+def test_sweep_verdict_reports_a_peak_past_the_core_count():
+    # the contradiction a reader found: the best setting had 4 workers on 2 cores, and prose said "flattens at cores"
+    rows = [_sweep_row(0, 12), _sweep_row(1, 30), _sweep_row(2, 55), _sweep_row(4, 61)]
+    text = verdicts.sweep_verdict(rows, cores=2)
+    assert "4 workers" in text and "more workers than cores" in text and "flatten" not in text
+
+
+def test_sweep_verdict_names_settings_within_the_noise():
+    rows = [_sweep_row(0, 12, [11, 13]), _sweep_row(2, 55, [50, 60]), _sweep_row(4, 58, [52, 63])]
+    text = verdicts.sweep_verdict(rows, cores=2)
+    assert "within this machine's noise" in text and "fewest workers among them 2" in text
+
+
+def _ladder_row(name, alone, fed, ideal, efficiency, note=""):
+    return {"name": name, "samples_per_s": alone, "fed_samples_per_s": fed, "ideal_samples_per_s": ideal,
+            "pipeline_efficiency": efficiency, "model_note": note}  # fmt: skip
+
+
+def test_ladder_verdict_compares_end_to_end_only_among_rungs_with_the_same_model():
+    rows = [
+        _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs"),
+        _ladder_row("lazy", 600, 151, 300, 0.50),
+        _ladder_row("cache", 30000, 241, 250, 0.96),
+    ]
+    text = verdicts.ladder_verdict(rows)
+    assert "from 151 samples/s ('lazy') to 241 ('cache')" in text  # the efficient-looking traditional rung is not in it
+    assert "'traditional' feeds another model: HR-size inputs" in text and "'cache' 300.0x" in text
+
+
+def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
+    before = _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs")
+    after = _ladder_row("lazy", 600, 151, 300, 0.50)
+    text = verdicts.seed_claim_verdict(before=before, after=after, claimed_before=18, claimed_after=25)
+    assert "12.6x" in text and "1.4x" in text and "mixes loader and model" in text
+    assert "6.0x" not in text  # the loader-only ratio (600/100) is not set against the post's end-to-end one
+
+
+def test_memory_verdict_says_more_than_the_claim_when_it_is():
+    rows = [{"scale": 4, "traditional_mib": 700, "cache_mib": 125, "total_ratio": 5.6, "input_ratio": 64}]
+    text = verdicts.memory_verdict(rows, claimed_input_ratio=16)
+    assert "700 MiB against 125 MiB" in text and "64x" in text and "more than the 16x claimed" in text
+
+
+def test_precision_verdict_marks_emulated_precisions_and_compares_losses_at_a_common_step():
+    results = [
+        {"precision": "fp32", "native": True, "step_ms": 66.0, "losses": [0.5, 0.4, 0.3, 0.2]},
+        {"precision": "bf16", "native": False, "step_ms": 564.0, "losses": [0.5, 0.41, 0.31]},
+    ]
+    text = verdicts.precision_verdict(results, device="cpu")
+    assert "bf16 8.5x the fp32 step time, not native here" in text and "fastest step was fp32" in text
+    assert "After 3 steps" in text and "fp32 0.3000" in text
+
+
+def test_gan_verdict_reports_the_measured_direction():
+    # the contradiction a reader found: prose said the GAN step costs more compute; the run measured less
+    g = SimpleNamespace(compute_ms=1511.0, data_wait_ms=1.0, samples_per_s=10.0)
+    shared = SimpleNamespace(compute_ms=481.0, data_wait_ms=1.0, samples_per_s=30.0)
+    second = SimpleNamespace(compute_ms=500.0, data_wait_ms=1.2, samples_per_s=28.0)
+    text = verdicts.gan_verdict({"G": g, "GAN shared": shared, "GAN second": second}, batch=16)
+    assert "481.0 ms against 1511.0 ms" in text and "0.32x (less)" in text
+
+
+def test_sr_verdict_states_the_spread_over_images():
+    text = verdicts.sr_verdict([0.54, 1.07, 0.19], data="BSDS300 stand-in, not BSD100")
+    assert "mean +0.60 dB" in text and "from +0.19 to +1.07" in text and "3 of 3 images" in text
+    assert "not BSD100" in text
