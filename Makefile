@@ -5,11 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PROFILE ?= auto
 CELL_TIMEOUT ?= 600
+LIMIT ?=  # seconds each notebook may run under `make course` (empty: the profile's notebook_limit_s)
 
 .PHONY: course test lab env clean
 
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
-	$(BIN)/python -m helpers.course.report --profile $(PROFILE)
+	$(BIN)/python -m helpers.course.report --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
 
 test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smoke profile, offline
 	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
