@@ -234,3 +234,15 @@ def gan_verdict(rows: dict[str, Any], *, batch: int) -> str:
         f"as compute: {second.compute_ms:.1f} ms); {shared.samples_per_s / batch:.2f} against "
         f"{second.samples_per_s / batch:.2f} GAN iterations/s."
     )
+
+
+def census_verdict(census: Any, *, claimed: tuple[int, int], standard: set[tuple[int, int]]) -> str:
+    """00: whether any image has the claimed size, and how many have the dataset's standard sizes."""
+    total = sum(census.values())
+    at_claim = sum(n for (w, h, _, _), n in census.items() if (w, h) == claimed)
+    standard_count = sum(n for (w, h, _, _), n in census.items() if (w, h) in standard)
+    sizes = ", ".join(f"{w}x{h}" for w, h in sorted(standard))
+    return (
+        f"{at_claim} of {total} images are {claimed[0]}x{claimed[1]}; {standard_count} have the standard BSDS300 "
+        f"sizes ({sizes}); {len({(w, h) for (w, h, _, _) in census})} different sizes in all."
+    )
