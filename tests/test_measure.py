@@ -66,12 +66,14 @@ def test_batch_that_fits_scales_a_measured_step_to_the_free_memory(monkeypatch):
 
     def run_step(batch):
         calls.append(batch)
-        block = np.ones(batch * 8 * 2**20, dtype=np.uint8)  # 8 MiB touched per sample
-        return int(block[::4096].sum())
+        # 40 MiB per sample, one block each: blocks this large are always fresh pages (glibc maps anything over its
+        # 32 MiB ceiling directly), so resident memory grows by what the step touches, whatever ran before
+        blocks = [np.ones(40 * 2**20, dtype=np.uint8) for _ in range(batch)]
+        return sum(int(b[::4096].sum()) for b in blocks)
 
-    monkeypatch.setattr(measure, "free_memory_bytes", lambda device: 160 * 2**20)  # 160 MiB free, half of it usable
+    monkeypatch.setattr(measure, "free_memory_bytes", lambda device: 800 * 2**20)  # 800 MiB free, half of it usable
     batch, why = measure.batch_that_fits(run_step, wanted=64, device=torch.device("cpu"), probe=2)
-    assert 6 <= batch <= 10 and calls[0] == 2 and calls[-1] == batch  # about 80 MiB / 8 MiB, then one real step
+    assert 8 <= batch <= 11 and calls[0] == 2 and calls[-1] == batch  # about 400 MiB / 40 MiB, then one real step
     assert "MiB per sample" in why and "asked for 64" in why
     assert measure.batch_that_fits(run_step, wanted=3, device=torch.device("cpu"))[0] == 3  # never above the ask
 
