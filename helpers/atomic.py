@@ -55,45 +55,25 @@ def _host() -> str:
 def staging_path(target: str | os.PathLike) -> Path:
     """A private, unique sibling path of `target` to build into (same file system, so the final rename is atomic).
 
-    The name carries this machine's name and process id, so leftovers of a killed writer can be recognised.
+    The name carries this machine's name and the process id, so leftovers of a killed writer can be recognised.
     """
     target = Path(target)
     return target.with_name(f".{target.name}.staging-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def _process_is_gone(pid: int) -> bool:
-    """True when no process `pid` runs here any more (exited, killed, or a zombie its parent has not reaped yet)."""
-    if os.name == "nt":  # signal 0 is CTRL_C_EVENT there: never probe, keep the leftover
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, owned by someone else
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")  # dead, not yet reaped
-    except (OSError, IndexError):  # no /proc (macOS): a zombie counts as alive, its leftover stays until later
-        return False
-
-
 def remove_stale_staging(target: str | os.PathLike) -> list[Path]:
-    """Delete staging leftovers of `target` (and folders a publish set aside) whose writer on this machine is gone.
+    """Delete what killed writers of `target` on this machine left: staging folders and folders a publish set aside.
 
-    A builder killed mid-build leaves its private staging folder behind; it is never published, only removed here.
-    Leftovers of other machines sharing the folder are kept (their processes cannot be checked from here).
+    Call it only while holding `file_lock(target)`: every writer builds under that lock, so any staging of `target`
+    still there was left by a writer that died (the kernel released its lock). Leftovers named for other machines
+    sharing the folder are kept, in case their lock does not reach this one.
     """
     target = Path(target)
-    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(?:staging|old)-{re.escape(_host())}-(\d+)-[0-9a-f]{{8}}$")
-    removed = []
-    siblings = list(target.parent.iterdir()) if target.parent.is_dir() else []
-    for candidate in siblings:
-        match = pattern.match(candidate.name)
-        if match and int(match.group(1)) != os.getpid() and _process_is_gone(int(match.group(1))):
-            _remove(candidate)
-            removed.append(candidate)
-    return removed
+    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(?:staging|old)-{re.escape(_host())}-\d+-[0-9a-f]{{8}}$")
+    stale = [p for p in (target.parent.iterdir() if target.parent.is_dir() else ()) if pattern.match(p.name)]
+    for path in stale:
+        _remove(path)
+    return stale
 
 
 def _remove(path: Path) -> None:
