@@ -103,7 +103,8 @@ def write_cifar10_batch(
     path = Path(path)
     images = images.numpy() if isinstance(images, torch.Tensor) else np.asarray(images)
     if images.dtype != np.uint8 or images.shape[1:] != IMAGE_SHAPE:
-        raise CifarFormatError(f"{path}: images must be uint8 of shape (N, 3, 32, 32), got {images.dtype} {images.shape}")
+        got = f"{images.dtype} {images.shape}"
+        raise CifarFormatError(f"{path}: images must be uint8 of shape (N, 3, 32, 32), got {got}")
     records = np.empty((len(images), RECORD_BYTES), dtype=np.uint8)
     records[:, 0] = _labels_as_bytes(labels, len(images), path)
     records[:, 1:] = images.reshape(len(images), -1)

@@ -56,7 +56,9 @@ def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
     return digest.hexdigest()
 
 
-_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"PK\x03\x04", "zip"), (b"PK\x05\x06", "zip"))
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"PK\x03\x04", "zip"), (b"PK\x05\x06", "zip"),
+)  # fmt: skip
 _KIND_NAMES = {
     "gzip": "a gzip-compressed file", "bzip2": "a bzip2-compressed file", "xz": "an xz-compressed file",
     "zip": "a zip archive", "tar": "an uncompressed tar archive", "html": "an HTML page (an error or login page?)",
@@ -336,7 +338,8 @@ def safe_extract(
         raise UnsafeArchiveError(f"{archive}: {error}; refusing to extract the rest") from error
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
         kind = file_kind(archive)
-        what = "it is truncated or damaged" if kind in ("gzip", "bzip2", "xz", "tar") else f"it is {describe_kind(kind)}"
+        compressed_or_tar = kind in ("gzip", "bzip2", "xz", "tar")
+        what = "it is truncated or damaged" if compressed_or_tar else f"it is {describe_kind(kind)}"
         detail = " ".join(str(error).split())[:160]
         raise BadArchiveError(
             f"{archive}: not a readable tar archive ({what}; {type(error).__name__}: {detail}). Delete it and run "
