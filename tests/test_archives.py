@@ -136,7 +136,7 @@ def test_many_members_are_refused_by_default(tmp_path):
         safe_extract(archive, tmp_path / "out")
 
 
-@pytest.mark.skipif(shutil.which("tar") is None, reason="needs GNU tar to write a sparse member")
+@pytest.mark.skipif(shutil.which("tar") is None, reason="needs a tar that writes sparse members")
 def test_a_sparse_member_is_refused(tmp_path):
     sparse = tmp_path / "src" / "holes.bin"
     sparse.parent.mkdir()
@@ -144,9 +144,10 @@ def test_a_sparse_member_is_refused(tmp_path):
         f.truncate(1 << 30)  # 1 GiB of holes: a few KB once archived with --sparse
         f.write(b"data")
     archive = tmp_path / "sparse.tar"
-    subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(archive), "-C", str(tmp_path / "src"), "holes.bin"],
-                   check=True)  # fmt: skip
-    assert archive.stat().st_size < 100_000
+    made = subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(archive), "-C", str(tmp_path / "src"),
+                           "holes.bin"], capture_output=True)  # fmt: skip
+    if made.returncode or archive.stat().st_size > 100_000:
+        pytest.skip("this tar cannot write a GNU sparse member")
     with pytest.raises(UnsafeArchiveError, match="holes.bin' is a sparse file"):
         safe_extract(archive, tmp_path / "out", limits=ExtractLimits(10, 2 << 30, 2 << 30))
     assert not (tmp_path / "out").exists()
