@@ -216,6 +216,9 @@ def download(
     with file_lock(dest):  # one transfer at a time; the others then find the verified file
         if dest.exists():
             verify_file(dest, sha256, md5, source="an earlier download", kind=kind)
+            if kind is not None and file_kind(dest) != kind:
+                found = describe_kind(file_kind(dest))
+                raise BadArchiveError(f"{dest}: is {found}, not {describe_kind(kind)}; delete it and run again")
             return dest
         part = dest.with_name(dest.name + ".part")
         response, offset = _start(url, part, timeout)

@@ -166,6 +166,10 @@ def test_prepare_bsds300_names_an_html_page_whose_digest_was_trusted(http_server
         prepare_bsds300(tmp_path, offline=False, url=http_server.url("/BSDS300-images.tgz"), sha256=sha256(HTML_PAGE),
                         progress=False)  # fmt: skip
     assert not (tmp_path / "BSDS300").exists() and not (tmp_path / "BSDS300-images.tgz").exists()
+    (tmp_path / "BSDS300-images.tgz").write_bytes(HTML_PAGE)  # stored by an older version that trusted its digest
+    with pytest.raises(BadArchiveError, match=r"BSDS300-images.tgz: is an HTML page.*delete it and run again"):
+        prepare_bsds300(tmp_path, offline=False, url=http_server.url("/BSDS300-images.tgz"), sha256=sha256(HTML_PAGE),
+                        progress=False)  # fmt: skip
 
 
 def test_prepare_bsds300_mismatch_with_an_html_page_does_not_offer_its_digest(http_server, tmp_path, monkeypatch):
