@@ -2,7 +2,9 @@
 
 Every writer of shared data (downloads, extraction, caches, checkpoints) builds in a private staging place and
 publishes with one atomic `os.replace`, so a reader (another rank, another notebook, a later run) sees either the
-old complete version or the new complete one, never half of either.
+old complete version or the new complete one, never half of either. `build_once` adds the rest of the recipe for
+data several processes may build at once: take the lock, look again (another process may have finished while this
+one waited), clear what a killed builder left behind, build privately, publish only a complete build.
 
 Copy alone: needs only the standard library (POSIX `fcntl` for the lock; elsewhere the lock is a no-op).
 """
@@ -10,16 +12,22 @@ Copy alone: needs only the standard library (POSIX `fcntl` for the lock; elsewhe
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import shutil
+import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 try:
     import fcntl
 except ImportError:  # Windows: no fcntl; staging + rename still keep readers safe, only concurrent builds repeat work
     fcntl = None  # type: ignore[assignment]
+
+_ZEROS = bytes(1 << 20)
 
 
 @contextlib.contextmanager
@@ -40,10 +48,32 @@ def file_lock(target: str | os.PathLike) -> Iterator[Path]:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
+
+
 def staging_path(target: str | os.PathLike) -> Path:
-    """A private, unique sibling path of `target` to build into (same file system, so the final rename is atomic)."""
+    """A private, unique sibling path of `target` to build into (same file system, so the final rename is atomic).
+
+    The name carries this machine's name and the process id, so leftovers of a killed writer can be recognised.
+    """
     target = Path(target)
-    return target.with_name(f".{target.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    return target.with_name(f".{target.name}.staging-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def remove_stale_staging(target: str | os.PathLike) -> list[Path]:
+    """Delete what killed writers of `target` on this machine left: staging folders and folders a publish set aside.
+
+    Call it only while holding `file_lock(target)`: every writer builds under that lock, so any staging of `target`
+    still there was left by a writer that died (the kernel released its lock). Leftovers named for other machines
+    sharing the folder are kept, in case their lock does not reach this one.
+    """
+    target = Path(target)
+    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(?:staging|old)-{re.escape(_host())}-\d+-[0-9a-f]{{8}}$")
+    stale = [p for p in (target.parent.iterdir() if target.parent.is_dir() else ()) if pattern.match(p.name)]
+    for path in stale:
+        _remove(path)
+    return stale
 
 
 def _remove(path: Path) -> None:
@@ -61,7 +91,7 @@ def publish(staging: str | os.PathLike, target: str | os.PathLike) -> Path:
     """
     staging, target = Path(staging), Path(target)
     if target.is_dir() and not target.is_symlink():
-        aside = target.with_name(f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        aside = target.with_name(f".{target.name}.old-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         os.replace(target, aside)
         os.replace(staging, target)
         _remove(aside)
@@ -86,6 +116,62 @@ def staged(target: str | os.PathLike, *, folder: bool = False) -> Iterator[Path]
         _remove(path)
         raise
     publish(path, target)
+
+
+def build_once(
+    target: str | os.PathLike,
+    build: Callable[[Path], None],
+    *,
+    is_complete: Callable[[Path], bool],
+    folder: bool = True,
+) -> bool:
+    """Make `target` exist and be complete, building it at most once however many processes ask at the same time.
+
+    Under the lock beside `target`: if `is_complete(target)` (another process finished while this one waited), do
+    nothing; else remove leftovers of killed builders, call `build(staging)` on a private staging folder (or file,
+    with `folder=False`), and publish it in one rename only if `build` returned without error, so a half build is
+    never seen. `build` should verify what it made and raise when it is not right. Returns True when this call built.
+    """
+    target = Path(target)
+    if is_complete(target):
+        return False
+    with file_lock(target):
+        if is_complete(target):
+            return False
+        remove_stale_staging(target)
+        with staged(target, folder=folder) as staging:
+            build(staging)
+    return True
+
+
+def reserve_file(path: str | os.PathLike, size: int) -> None:
+    """Create `path` with `size` bytes really allocated on disk (not a sparse file), or raise an OSError naming it.
+
+    A memory-mapped sparse file on a full disk kills the process with SIGBUS at the first page that cannot be
+    stored; reserving the blocks first turns that into this error, before any work is done.
+    """
+    with open(path, "wb") as f:
+        try:
+            try:
+                if not hasattr(os, "posix_fallocate"):  # macOS, Windows: write the zeros
+                    _write_zeros(f, size)
+                elif size:
+                    os.posix_fallocate(f.fileno(), 0, size)
+            except OSError as error:
+                if error.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                _write_zeros(f, size)  # a file system without fallocate
+        except OSError as error:
+            raise OSError(
+                error.errno, f"{path}: cannot reserve {size} bytes ({error.strerror}); free "
+                "disk space or write somewhere else", str(path),
+            ) from error  # fmt: skip
+
+
+def _write_zeros(f: Any, size: int) -> None:
+    for start in range(0, size, len(_ZEROS)):
+        f.write(_ZEROS[: min(len(_ZEROS), size - start)])
+    f.flush()
 
 
 def write_text_atomically(target: str | os.PathLike, text: str) -> Path:

@@ -1,5 +1,6 @@
 """Checkpoints that survive crashes: written atomically (the previous one kept), loaded with `weights_only=True`,
-with every global RNG state so that a resumed run continues exactly.
+with every global RNG state so that a resumed run continues exactly; resuming falls back to the newest complete
+file when the last one is missing or damaged, and a checkpoint of another model is a clear error, not a traceback.
 
 Copy alone: needs only numpy and torch.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,12 @@ import numpy as np
 import torch
 
 
+# What trainer.py saves; a file without one of them is not a checkpoint it can resume from.
+TRAINER_KEYS = ("model", "optimizer", "step", "epoch", "batch_in_epoch", "rng", "history", "trained_seconds")
+
+
 class CheckpointError(RuntimeError):
-    """A checkpoint cannot be read: corrupt, truncated, or not a checkpoint of this trainer."""
+    """A checkpoint cannot be used: missing, corrupt, truncated, or not a checkpoint of this trainer and model."""
 
 
 def rng_states() -> dict[str, Any]:
@@ -43,19 +49,33 @@ def set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
+def _temporary(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
+
+
+def _previous(path: Path) -> Path:
+    return path.with_name(path.stem + ".previous.pt")
+
+
 def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Write a checkpoint atomically: to a temporary file, then the old one becomes `*.previous.pt`, then a rename."""
+    """Write a checkpoint atomically: to `*.tmp` (flushed to disk), then the old one becomes `*.previous.pt`, then
+    a rename. A crash at any point leaves at least one complete checkpoint that `load_latest_checkpoint` finds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    torch.save(state, temporary)
+    temporary = _temporary(path)
+    with open(temporary, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())  # the bytes are on disk before any rename makes them the checkpoint
     if path.exists():
-        os.replace(path, path.with_name(path.stem + ".previous.pt"))
+        os.replace(path, _previous(path))
     os.replace(temporary, path)
     return path
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def load_checkpoint(
+    path: str | os.PathLike, map_location: str | torch.device = "cpu", *, required: tuple[str, ...] = TRAINER_KEYS
+) -> dict[str, Any]:
     """Load a checkpoint with weights_only=True, or raise CheckpointError naming the file and what to do."""
     path = Path(path)
     if not path.is_file():
@@ -63,13 +83,75 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # noqa: BLE001 (torch raises several types for damaged files)
-        previous = path.with_name(path.stem + ".previous.pt")
+        previous = _previous(path)
         hint = f"resume from {previous}, the checkpoint before it" if previous.is_file() else "delete it to start over"
         raise CheckpointError(
             f"{path}: cannot read the checkpoint ({type(error).__name__}: {str(error)[:200]}); it is corrupt or "
             f"truncated: {hint}"
         ) from error
-    missing = {"model", "optimizer", "epoch", "batch_in_epoch", "rng"} - set(state if isinstance(state, dict) else ())
+    missing = set(required) - set(state if isinstance(state, dict) else ())
     if missing:
-        raise CheckpointError(f"{path}: not a checkpoint of this trainer (missing {sorted(missing)})")
+        raise CheckpointError(
+            f"{path}: not a checkpoint of this trainer (missing {sorted(missing)}); point the checkpoint folder at "
+            "one this trainer wrote, or start without --resume"
+        )
     return state
+
+
+def load_latest_checkpoint(
+    path: str | os.PathLike, map_location: str | torch.device = "cpu"
+) -> tuple[dict[str, Any], Path]:
+    """Load `path`, or when it is missing or damaged the newest complete fallback, warning which: `*.tmp` (a save
+    interrupted before its rename) then `*.previous.pt` (the one before). Returns (state, the file used)."""
+    path = Path(path)
+    fallbacks = {
+        _temporary(path): "a complete checkpoint whose save was interrupted before its rename",
+        _previous(path): "the checkpoint before it; the work after it is trained again",
+    }
+    problems = []
+    for candidate in (path, *fallbacks):
+        try:
+            state = load_checkpoint(candidate, map_location)
+        except CheckpointError as error:
+            problems.append(str(error))
+            continue
+        if candidate != path:
+            warnings.warn(f"{problems[0]}; resuming from {candidate}: {fallbacks[candidate]}", stacklevel=2)
+        return state, candidate
+    if not any(p.exists() for p in (path, *fallbacks)):
+        raise CheckpointError(problems[0])
+    raise CheckpointError(f"no usable checkpoint: {' | '.join(problems)}")
+
+
+def _module_difference(module: torch.nn.Module, saved: Any) -> str | None:
+    """What keeps `saved` from loading into `module` (missing, unexpected or resized tensors), or None."""
+    if not isinstance(saved, dict):
+        return f"a state dict was expected, found {type(saved).__name__}"
+    own = module.state_dict()
+    missing = [k for k in own if k not in saved]
+    unexpected = [k for k in saved if k not in own]
+    resized = [
+        f"{k}: saved {tuple(saved[k].shape)}, here {tuple(v.shape)}"
+        for k, v in own.items()
+        if k in saved and isinstance(saved[k], torch.Tensor) and saved[k].shape != v.shape
+    ]
+    found = [(f"{len(keys)} {label}", keys) for label, keys in
+             (("missing", missing), ("unexpected", unexpected), ("of another shape", resized)) if keys]  # fmt: skip
+    listed = [f"{count} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})" for count, keys in found]
+    return "; ".join(listed) or None
+
+
+def load_state_into(target: Any, saved: Any, *, path: str | os.PathLike, what: str) -> None:
+    """`target.load_state_dict(saved)` for a model, optimizer or scheduler, or a CheckpointError naming the file and
+    what differs (for a model: the missing, unexpected and resized tensors)."""
+    problem = _module_difference(target, saved) if isinstance(target, torch.nn.Module) else None
+    if problem is None:
+        try:
+            target.load_state_dict(saved)
+            return
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as error:
+            problem = f"{type(error).__name__}: {str(error)[:300]}"
+    raise CheckpointError(
+        f"{path}: the saved {what} does not fit this {what} ({problem}); it was saved by another model or other "
+        "settings: resume with the settings it was saved with, or use another checkpoint folder to start afresh"
+    )

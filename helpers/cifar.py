@@ -1,109 +1,121 @@
-"""Reading CIFAR-10 as its authors distribute it: uint8 images (N, 3, 32, 32) and int64 labels, and its class names.
+"""CIFAR-10 in its authors' binary format: uint8 images (N, 3, 32, 32), int64 labels, and its class names.
+
+The binary version (`cifar-10-binary.tar.gz`) is fixed 3,073-byte records, 1 label byte then 1,024 red, 1,024 green
+and 1,024 blue bytes, row-major, read here with `numpy.frombuffer`. Nothing is unpickled: the python version of the
+dataset is a pickle, and a pickle can run code, even through a restricted unpickler limited to NumPy's own types.
 
 Copy alone: needs only numpy and torch.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import pickle
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-CIFAR10_FOLDER = "cifar-10-batches-py"
-CIFAR10_TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
-CIFAR10_TEST_BATCHES = ("test_batch",)
+CIFAR10_FOLDER = "cifar-10-batches-bin"
+CIFAR10_TRAIN_BATCHES = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
+CIFAR10_TEST_BATCHES = ("test_batch.bin",)
+CIFAR10_META = "batches.meta.txt"
+CIFAR10_CLASSES = 10
+IMAGE_SHAPE = (3, 32, 32)
+RECORD_BYTES = 1 + 3 * 32 * 32  # one label byte, then the pixels
 
 
 class CifarFormatError(RuntimeError):
     """A CIFAR-10 folder does not hold what the format promises (missing batches, wrong sizes, bad labels)."""
 
 
-class UnsafePickleError(pickle.UnpicklingError):
-    """A pickle asked for something other than builtin containers, bytes and NumPy arrays."""
-
-
-# Globals a CIFAR-10 batch may name: NumPy's array rebuilders and `_codecs.encode` (how protocol-2 pickles store
-# bytes). Anything else (os.system, builtins.eval, ...) would be code execution, so it is refused.
-_ALLOWED_GLOBALS = {
-    ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "_reconstruct"),
-    ("numpy.core.multiarray", "scalar"),
-    ("numpy._core.multiarray", "scalar"),
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    ("_codecs", "encode"),
-    ("builtins", "set"),
-    ("builtins", "frozenset"),
-    ("builtins", "bytearray"),
-}
-
-
-class RestrictedUnpickler(pickle.Unpickler):
-    """An Unpickler that loads only builtin containers, bytes and NumPy arrays (a pickle is code otherwise)."""
-
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D102 (documented by the class)
-        if (module, name) not in _ALLOWED_GLOBALS:
-            raise UnsafePickleError(f"refusing to load {module}.{name}: only containers, bytes and arrays may load")
-        if module == "numpy.core.multiarray" and hasattr(np, "_core"):
-            module = "numpy._core.multiarray"  # NumPy 2 moved it; the old name warns
-        return super().find_class(module, name)
-
-
-def restricted_load(path: str | os.PathLike) -> object:
-    """Unpickle the file at `path` with RestrictedUnpickler (latin1 for Python 2 strings), naming the file on refusal."""
-    path = Path(path)
-    data = path.read_bytes()
-    try:
-        return RestrictedUnpickler(io.BytesIO(data), encoding="latin1").load()
-    except UnsafePickleError as error:
-        raise UnsafePickleError(f"{path}: {error}") from error
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as error:
-        raise CifarFormatError(f"{path}: not a readable pickle ({type(error).__name__}: {error})") from error
-
-
-def _str_keys(entry: dict) -> dict:
-    return {k.decode("latin1") if isinstance(k, bytes) else k: v for k, v in entry.items()}
-
-
 def _cifar_folder(root: str | os.PathLike) -> Path:
     root = Path(root)
-    return root if root.name == CIFAR10_FOLDER or (root / "batches.meta").exists() else root / CIFAR10_FOLDER
+    return root if root.name == CIFAR10_FOLDER or (root / CIFAR10_META).exists() else root / CIFAR10_FOLDER
+
+
+def read_cifar10_batch(path: str | os.PathLike) -> tuple[torch.Tensor, torch.Tensor]:
+    """Read one binary batch file as uint8 images (N, 3, 32, 32) and int64 labels (N,), checking size and labels."""
+    path = Path(path)
+    if not path.is_file():
+        raise CifarFormatError(f"{path}: missing CIFAR-10 batch; prepare CIFAR-10 (binary version) there first")
+    size = path.stat().st_size
+    if size == 0 or size % RECORD_BYTES:
+        raise CifarFormatError(
+            f"{path}: {size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR-10 records; the file is "
+            "truncated or not the binary version: delete the folder and prepare CIFAR-10 again"
+        )
+    records = np.frombuffer(path.read_bytes(), dtype=np.uint8).reshape(-1, RECORD_BYTES)
+    labels = records[:, 0]
+    bad = np.flatnonzero(labels >= CIFAR10_CLASSES)
+    if len(bad):
+        raise CifarFormatError(
+            f"{path}: record {int(bad[0])} has label {int(labels[bad[0]])}, outside 0..9 ({len(bad)} such records); "
+            "the file is damaged or not CIFAR-10: delete the folder and prepare CIFAR-10 again"
+        )
+    images = np.ascontiguousarray(records[:, 1:]).reshape(-1, *IMAGE_SHAPE)  # a writable copy
+    return torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64))
 
 
 def load_cifar10(root: str | os.PathLike, train: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Read CIFAR-10 python batches under `root` as uint8 images (N, 3, 32, 32) and int64 labels (N,)."""
+    """Read the CIFAR-10 binary batches under `root` as uint8 images (N, 3, 32, 32) and int64 labels (N,)."""
     folder = _cifar_folder(root)
-    images, labels = [], []
-    for name in CIFAR10_TRAIN_BATCHES if train else CIFAR10_TEST_BATCHES:
-        path = folder / name
-        if not path.is_file():
-            raise CifarFormatError(f"{path}: missing CIFAR-10 batch; download and extract CIFAR-10 there first")
-        entry = restricted_load(path)
-        if not isinstance(entry, dict):
-            raise CifarFormatError(f"{path}: expected a dict of 'data' and 'labels', found {type(entry).__name__}")
-        entry = _str_keys(entry)
-        data, batch_labels = entry.get("data"), entry.get("labels")
-        if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-            got = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
-            raise CifarFormatError(f"{path}: 'data' must be a uint8 array of shape (N, 3072), found {got}")
-        batch_labels = np.asarray(batch_labels, dtype=np.int64)
-        if batch_labels.shape != (len(data),) or batch_labels.min() < 0 or batch_labels.max() > 9:
-            raise CifarFormatError(f"{path}: 'labels' must be {len(data)} integers in 0..9")
-        images.append(data.reshape(-1, 3, 32, 32))
-        labels.append(batch_labels)
-    return torch.from_numpy(np.concatenate(images)), torch.from_numpy(np.concatenate(labels))
+    batches = [read_cifar10_batch(folder / name) for name in (CIFAR10_TRAIN_BATCHES if train else CIFAR10_TEST_BATCHES)]
+    return torch.cat([images for images, _ in batches]), torch.cat([labels for _, labels in batches])
 
 
 def cifar10_class_names(root: str | os.PathLike) -> list[str]:
-    """Return the class names from `batches.meta` under `root`."""
-    path = _cifar_folder(root) / "batches.meta"
-    meta = _str_keys(restricted_load(path))
-    names = meta.get("label_names")
-    if not isinstance(names, list) or len(names) != 10:
-        raise CifarFormatError(f"{path}: 'label_names' must be a list of 10 names")
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    """Return the 10 class names from `batches.meta.txt` under `root` (one per line)."""
+    path = _cifar_folder(root) / CIFAR10_META
+    if not path.is_file():
+        raise CifarFormatError(f"{path}: missing; prepare CIFAR-10 (binary version) there first")
+    try:
+        names = [line.strip() for line in path.read_text(encoding="ascii").splitlines() if line.strip()]
+    except UnicodeDecodeError as error:
+        raise CifarFormatError(f"{path}: not a text file of class names ({error}); prepare CIFAR-10 again") from error
+    if len(names) != CIFAR10_CLASSES:
+        raise CifarFormatError(f"{path}: {len(names)} class names, expected 10 (one per line); prepare CIFAR-10 again")
+    return names
+
+
+def check_cifar10_folder(root: str | os.PathLike) -> dict[str, int]:
+    """Read every batch and the class names under `root` (raising CifarFormatError); return the images per split."""
+    counts = {"train": len(load_cifar10(root, train=True)[1]), "test": len(load_cifar10(root, train=False)[1])}
+    cifar10_class_names(root)
+    return counts
+
+
+def _labels_as_bytes(labels: torch.Tensor | np.ndarray, count: int, path: Path) -> np.ndarray:
+    labels = labels.numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
+    if labels.shape != (count,) or labels.dtype.kind not in "iu":
+        raise CifarFormatError(
+            f"{path}: labels must be {count} integers (an integer array of shape ({count},)), got {labels.dtype} "
+            f"{labels.shape}; convert float or string labels to class indices first"
+        )
+    if count and (labels.min() < 0 or labels.max() >= CIFAR10_CLASSES):
+        raise CifarFormatError(f"{path}: labels must be in 0..9, got {labels.min()}..{labels.max()}")
+    return labels.astype(np.uint8)
+
+
+def write_cifar10_batch(
+    path: str | os.PathLike, images: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray
+) -> Path:
+    """Write uint8 images (N, 3, 32, 32) and integer labels 0..9 as one CIFAR-10 binary batch file."""
+    path = Path(path)
+    images = images.numpy() if isinstance(images, torch.Tensor) else np.asarray(images)
+    if images.dtype != np.uint8 or images.shape[1:] != IMAGE_SHAPE:
+        got = f"{images.dtype} {images.shape}"
+        raise CifarFormatError(f"{path}: images must be uint8 of shape (N, 3, 32, 32), got {got}")
+    records = np.empty((len(images), RECORD_BYTES), dtype=np.uint8)
+    records[:, 0] = _labels_as_bytes(labels, len(images), path)
+    records[:, 1:] = images.reshape(len(images), -1)
+    path.write_bytes(records.tobytes())
+    return path
+
+
+def write_cifar10_class_names(path: str | os.PathLike, names: list[str]) -> Path:
+    """Write the 10 class names as `batches.meta.txt` does: one per line."""
+    path = Path(path)
+    if len(names) != CIFAR10_CLASSES or any(not n.strip() or "\n" in n for n in names):
+        raise CifarFormatError(f"{path}: need 10 non-empty one-line class names, got {names!r}")
+    path.write_text("\n".join(names) + "\n", encoding="ascii")
+    return path

@@ -16,8 +16,11 @@ from PIL import Image, UnidentifiedImageError
 
 # Modes PIL converts to RGB correctly by itself (alpha is dropped, palette and CMYK are mapped).
 _DIRECT_MODES = {"RGB", "RGBA", "RGBX", "RGBa", "L", "LA", "La", "1", "P", "PA", "CMYK", "YCbCr", "LAB", "HSV"}
-# 16-bit (and 32-bit integer, as 16-bit PNGs may open) greyscale: PIL's own convert clips at 255 instead of scaling.
+# 16-bit greyscale, and 32-bit integer greyscale ("I": 16-bit PNG and PPM files may open so): PIL's own convert clips
+# at 255 instead of scaling.
 _SIXTEEN_BIT_MODES = {"I;16", "I;16L", "I;16B", "I;16N", "I"}
+_SIXTEEN_BIT_FORMATS = {"PNG", "PPM"}  # mode "I" from these formats is always 16-bit data
+_TIFF_BITS_PER_SAMPLE = 258
 
 
 class BadImageError(ValueError):
@@ -28,14 +31,28 @@ class ImageTooSmallError(BadImageError):
     """An image is smaller than the crop asked of it."""
 
 
+def _holds_sixteen_bit_values(image: Image.Image, values: np.ndarray) -> bool:
+    """True when a greyscale integer image is 16-bit data; False when it holds 8-bit values (mode "I", 0..255)."""
+    if image.mode != "I" or image.format in _SIXTEEN_BIT_FORMATS:
+        return True
+    bits = getattr(image, "tag_v2", {}).get(_TIFF_BITS_PER_SAMPLE) if image.format == "TIFF" else None
+    depth = max(bits if isinstance(bits, tuple) else (bits,)) if bits else None
+    if depth in (8, 16):
+        return depth == 16
+    return int(values.max(initial=0)) > 255  # a 32-bit container: its values tell
+
+
 def _sixteen_bit_to_rgb(image: Image.Image, path: Path) -> Image.Image:
     values = np.asarray(image, dtype=np.int64)
-    if values.min() < 0 or values.max() > 65535:
+    if values.size and (values.min() < 0 or values.max() > 65535):
         raise BadImageError(
             f"{path}: mode {image.mode} holds values {values.min()}..{values.max()}, outside 16-bit 0..65535; "
             "convert it to 8-bit RGB yourself"
         )
-    eight_bit = ((values * 255 + 32767) // 65535).astype(np.uint8)  # rounds 0..65535 onto 0..255
+    if _holds_sixteen_bit_values(image, values):
+        eight_bit = ((values * 255 + 32767) // 65535).astype(np.uint8)  # rounds 0..65535 onto 0..255
+    else:
+        eight_bit = values.astype(np.uint8)  # 8-bit values in a 32-bit container: kept as they are
     return Image.fromarray(np.stack([eight_bit] * 3, axis=-1))
 
 
@@ -53,6 +70,21 @@ def to_rgb(image: Image.Image, path: str | os.PathLike = "<image>") -> Image.Ima
     raise BadImageError(f"{path}: image mode {image.mode!r} has no faithful 8-bit RGB form; convert the file first")
 
 
+def _unreadable(path: Path, error: BaseException, doing: str) -> BadImageError:
+    if isinstance(error, Image.DecompressionBombError):
+        return BadImageError(
+            f"{path}: {error} PIL refuses it as a possible decompression bomb; if you trust the file, raise "
+            "PIL.Image.MAX_IMAGE_PIXELS before loading, or shrink the image"
+        )
+    return BadImageError(
+        f"{path}: cannot {doing} ({type(error).__name__}: {error}); the file is corrupt or truncated: download it "
+        "again or remove it from the dataset"
+    )
+
+
+_READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError)
+
+
 def load_rgb_image(path: str | os.PathLike) -> Image.Image:
     """Decode the whole file at `path` as 8-bit RGB, or raise BadImageError naming the file and the problem."""
     path = Path(path)
@@ -60,15 +92,22 @@ def load_rgb_image(path: str | os.PathLike) -> Image.Image:
         with Image.open(path) as image:
             image.load()  # decode now, so truncation shows here and not later in a worker
             return to_rgb(image, path)
-    except BadImageError:
+    except (BadImageError, FileNotFoundError):
         raise
+    except _READ_ERRORS as error:
+        raise _unreadable(path, error, "decode the image") from error
+
+
+def image_header(path: str | os.PathLike) -> tuple[int, int, str, str | None]:
+    """(width, height, mode, format) from an image file's header (nothing decoded), or BadImageError naming it."""
+    path = Path(path)
+    try:
+        with Image.open(path) as image:
+            return image.width, image.height, image.mode, image.format
     except FileNotFoundError:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-        raise BadImageError(
-            f"{path}: cannot decode the image ({type(error).__name__}: {error}); the file is corrupt or "
-            "truncated: download it again or remove it from the dataset"
-        ) from error
+    except _READ_ERRORS as error:
+        raise _unreadable(path, error, "read the image header") from error
 
 
 def check_crop_fits(size: tuple[int, int], crop: int, path: str | os.PathLike = "<image>") -> None:
@@ -83,14 +122,7 @@ def check_crop_fits(size: tuple[int, int], crop: int, path: str | os.PathLike = 
 
 def image_census(paths: list[Path] | list[str]) -> Counter:
     """Count (width, height, mode, format) over image files, reading headers only (nothing is decoded)."""
-    census: Counter = Counter()
-    for path in paths:
-        try:
-            with Image.open(path) as image:
-                census[(image.width, image.height, image.mode, image.format)] += 1
-        except (UnidentifiedImageError, OSError) as error:
-            raise BadImageError(f"{path}: cannot read the image header ({error})") from error
-    return census
+    return Counter(image_header(path) for path in paths)
 
 
 def to_unit_float(images: torch.Tensor) -> torch.Tensor:

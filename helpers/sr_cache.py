@@ -13,16 +13,16 @@ import json
 import os
 import queue
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 
-from .atomic import file_lock, staged
-from .images import ImageTooSmallError, load_rgb_image, to_uint8_tensor, to_unit_float
+from .atomic import build_once, reserve_file
+from .images import ImageTooSmallError, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
 from .sr_data import SCALES, bicubic_downscale, check_sr_geometry, list_images, mod_crop, paired_dihedral
 
 PIXEL_BYTES = 4  # the decoded cache stores RGBX: R, G, B and one padding byte
@@ -43,8 +43,9 @@ class DecodedSRCache:
     bytes, and each pixel one 32-bit word, which makes flips and rotations cheap. Batches come out as NCHW uint8.
 
     `sample(batch_size, hr_crop=..., generator=...)` takes aligned paired crops (LR origin x scale = HR origin) for a whole batch by
-    tensor indexing, with no per-sample Python decoding. With `cache_dir`, the stores are files reused across runs
-    and rebuilt when any source image changes (content fingerprint).
+    tensor indexing, with no per-sample Python decoding. With `cache_dir`, the stores are files reused across runs,
+    built once by one of the processes sharing it (disk space reserved first), and rebuilt when a source image
+    changes (content fingerprint) or the files do not match their metadata (`rebuild_reason` says why).
     """
 
     def __init__(
@@ -60,6 +61,7 @@ class DecodedSRCache:
         self.paths = list_images(folder_or_paths)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.rebuilt = False
+        self.rebuild_reason: str | None = None
         self._checked_crops: set[int] = set()
         if self.cache_dir is None:
             self._build_in_memory()
@@ -85,11 +87,8 @@ class DecodedSRCache:
         self._lr_word_offsets = (self.lr_offsets // PIXEL_BYTES).tolist()
 
     def _shapes(self) -> list[tuple[int, int]]:
-        shapes = []
-        for path in self.paths:
-            with Image.open(path) as image:
-                shapes.append((image.height - image.height % self.scale, image.width - image.width % self.scale))
-        return shapes
+        sizes = [image_header(path)[:2] for path in self.paths]  # (width, height), the file named when unreadable
+        return [(height - height % self.scale, width - width % self.scale) for width, height in sizes]
 
     def _fill(self, hr_store: torch.Tensor, lr_store: torch.Tensor) -> None:
         for index, (hr, lr) in enumerate(self._decode_all()):
@@ -108,34 +107,53 @@ class DecodedSRCache:
         self._fill(self.hr_store, self.lr_store)
         self.rebuilt = True
 
-    def _read_meta(self, folder: Path) -> dict[str, Any]:
-        meta_path = folder / "meta.json"
-        return json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    def _cache_problem(self, folder: Path) -> str | None:
+        """Why the on-disk cache in `folder` cannot be used as it is (None when it can), without mapping anything."""
+        try:
+            meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+            shapes = [(int(h), int(w)) for h, w in meta["shapes"]]
+            found = meta["fingerprint"]
+        except FileNotFoundError:
+            return "no cache yet"
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            return f"damaged: {folder / 'meta.json'} is unreadable ({type(error).__name__}: {error})"
+        if found != self.fingerprint:
+            return "the source images changed"
+        if len(shapes) != len(self.paths) or any(h < self.scale or w < self.scale for h, w in shapes):
+            return f"damaged: {folder / 'meta.json'} lists {len(shapes)} image sizes for {len(self.paths)} images"
+        self._layout(shapes)
+        for name, want in (("hr.u8", self.hr_total), ("lr.u8", self.lr_total)):
+            got = (folder / name).stat().st_size if (folder / name).is_file() else None
+            if got != want:
+                return f"damaged: {folder / name} holds {got} bytes, {want} expected"
+        return None
 
-    def _build_on_disk(self, folder: Path, fingerprint: str) -> None:
-        """Decode everything into a private staging folder, then publish it in one rename."""
+    def _build_on_disk(self, staging: Path) -> None:
+        """Decode everything into the files of a private staging folder, reserved on disk first (one builder at a
+        time: the others wait for its cache)."""
         shapes = self._shapes()
         self._layout(shapes)
-        with staged(folder, folder=True) as staging:
-            hr_map = np.memmap(staging / "hr.u8", dtype=np.uint8, mode="w+", shape=(self.hr_total,))
-            lr_map = np.memmap(staging / "lr.u8", dtype=np.uint8, mode="w+", shape=(self.lr_total,))
-            self._fill(torch.from_numpy(hr_map), torch.from_numpy(lr_map))
-            hr_map.flush()
-            lr_map.flush()
-            del hr_map, lr_map
-            meta = {"fingerprint": fingerprint, "paths": [str(p) for p in self.paths], "shapes": shapes}
-            (staging / "meta.json").write_text(json.dumps(meta))  # written last: its presence means complete
-        self.rebuilt = True
+        stores = []
+        for name, size in (("hr.u8", self.hr_total), ("lr.u8", self.lr_total)):
+            reserve_file(staging / name, size)  # a full disk fails here, before any pixel is decoded
+            stores.append(np.memmap(staging / name, dtype=np.uint8, mode="r+", shape=(size,)))
+        self._fill(torch.from_numpy(stores[0]), torch.from_numpy(stores[1]))
+        for store in stores:
+            store.flush()
+        del stores
+        meta = {"fingerprint": self.fingerprint, "paths": [str(p) for p in self.paths], "shapes": shapes}
+        (staging / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
 
     def _open_or_build_on_disk(self) -> None:
-        folder = self.cache_dir / f"x{self.scale}"
-        fingerprint = _fingerprint(self.paths, self.scale)
-        if self._read_meta(folder).get("fingerprint") != fingerprint:
-            with file_lock(folder):  # one builder at a time; the others wait, then find its finished cache
-                if self._read_meta(folder).get("fingerprint") != fingerprint:
-                    self._build_on_disk(folder, fingerprint)
-        meta = self._read_meta(folder)
-        self._layout([tuple(s) for s in meta["shapes"]])
+        folder, self.fingerprint = self.cache_dir / f"x{self.scale}", _fingerprint(self.paths, self.scale)
+        self.rebuild_reason = self._cache_problem(folder)
+        if self.rebuild_reason is not None:
+            if self.rebuild_reason.startswith("damaged"):
+                warnings.warn(f"decoded cache {folder} is {self.rebuild_reason}; rebuilding it", stacklevel=3)
+            self.rebuilt = build_once(folder, self._build_on_disk, is_complete=lambda p: self._cache_problem(p) is None)
+        problem = self._cache_problem(folder)  # also lays the stores out from the published sizes
+        if problem is not None:
+            raise OSError(f"{folder}: the decoded cache is {problem} right after it was built; delete the folder")
         self.hr_store = torch.from_numpy(np.memmap(folder / "hr.u8", dtype=np.uint8, mode="c", shape=(self.hr_total,)))
         self.lr_store = torch.from_numpy(np.memmap(folder / "lr.u8", dtype=np.uint8, mode="c", shape=(self.lr_total,)))
 

@@ -20,7 +20,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .atomic import write_text_atomically
-from .checkpoint import load_checkpoint, rng_states, save_checkpoint, set_rng_states
+from .checkpoint import load_latest_checkpoint, load_state_into, rng_states, save_checkpoint, set_rng_states
 from .distributed import DistributedContext, all_reduce_sum, unwrap_model
 from .step import TrainStep
 
@@ -79,16 +79,17 @@ def save_training_state(
 def restore(
     folder: Path, *, model: nn.Module, step: TrainStep, scheduler: Any = None, loader: Any = None
 ) -> tuple[TrainState, dict[str, Any]]:
-    """Load `folder/last.pt` into the model, optimizer, scheduler, step and the loader's generator.
+    """Load `folder/last.pt` (or, with a warning, its newest complete fallback) into the model, optimizer,
+    scheduler, step and the loader's generator; a checkpoint of another model is a CheckpointError saying what differs.
 
     Returns the TrainState and the global RNG states to restore once the interrupted epoch's batches are replayed.
     """
-    saved = load_checkpoint(folder / CHECKPOINT_NAME, map_location=step.device)
-    unwrap_model(model).load_state_dict(saved["model"])
-    step.optimizer.load_state_dict(saved["optimizer"])
-    step.load_state_dict(saved["step"])
+    saved, used = load_latest_checkpoint(folder / CHECKPOINT_NAME, map_location=step.device)
+    load_state_into(unwrap_model(model), saved["model"], path=used, what="model")
+    load_state_into(step.optimizer, saved["optimizer"], path=used, what="optimizer")
+    load_state_into(step, saved["step"], path=used, what="training step")
     if scheduler is not None and saved.get("scheduler") is not None:
-        scheduler.load_state_dict(saved["scheduler"])
+        load_state_into(scheduler, saved["scheduler"], path=used, what="schedule")
     generator = getattr(loader, "generator", None)
     if generator is not None and saved.get("loader_generator") is not None:
         generator.set_state(saved["loader_generator"])

@@ -17,11 +17,13 @@ from helpers.sr_data import bicubic_downscale
 
 
 class LoopbackServer:
-    """Serves `files` (url path -> bytes); `cut_after[path] = n` sends n bytes of a longer declared length, then hangs up."""
+    """Serves `files` (url path -> bytes); `cut_after[path] = n` sends n bytes of a longer declared length, then
+    hangs up; `range_start[path] = n` answers every Range request with a 206 from byte n (a broken server)."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.cut_after: dict[str, int] = {}
+        self.range_start: dict[str, int] = {}
         self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
         server = self
 
@@ -37,6 +39,8 @@ class LoopbackServer:
                     self.send_error(404)
                     return
                 start = int(range_header.split("=")[1].split("-")[0]) if range_header else 0
+                if range_header and self.path in server.range_start:
+                    start = server.range_start[self.path]
                 if start >= len(body) and range_header:
                     self.send_response(416)
                     self.send_header("Content-Range", f"bytes */{len(body)}")

@@ -1,15 +1,29 @@
-"""safe_extract refuses absolute paths, '..', links and device files, and writes nothing when it refuses."""
+"""safe_extract refuses absolute paths, '..', links, device files, sparse files and archive bombs, and writes nothing
+when it refuses; a file that is not a tar archive is named for what it is; extract_into extracts once however many
+processes ask, and never publishes half a folder."""
 
 from __future__ import annotations
 
 import io
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
 import tarfile
+import time
+import zipfile
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from helpers.download import UnsafeArchiveError, safe_extract
+from helpers.download import BadArchiveError, ExtractLimits, UnsafeArchiveError, extract_into, file_kind, safe_extract
 
 from .conftest import tar_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _archive_with(tmp_path, special: tarfile.TarInfo) -> str:
@@ -67,3 +81,188 @@ def test_a_good_archive_extracts(tmp_path):
     written = safe_extract(archive, tmp_path / "out")
     assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in written) == ["top/a.txt", "top/sub/b.txt"]
     assert (tmp_path / "out/top/sub/b.txt").read_bytes() == b"bb"
+
+
+# --- limits, odd names, missing filters, setuid, links already in the destination, not-a-tar files -------------------
+
+
+def _tar(path, members: dict[str, bytes], mode: str = "w:gz"):
+    path.write_bytes(tar_bytes(members, mode=mode))
+    return path
+
+
+class Zeros:
+    """A file object of `size` zero bytes, produced as they are read."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def read(self, size: int = -1) -> bytes:
+        size = self.left if size < 0 else min(size, self.left)
+        self.left -= size
+        return bytes(size)
+
+
+def test_an_archive_bomb_is_refused_before_anything_is_written(tmp_path):
+    archive = tmp_path / "bomb.tgz"
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo("top/zeros.bin")
+        info.size = 80 * 2**20
+        tar.addfile(info, Zeros(info.size))
+    assert archive.stat().st_size < 400_000  # 80 MiB from a few hundred KB
+    with pytest.raises(UnsafeArchiveError, match=r"bomb.tgz: member 'top/zeros.bin' \(83886080 bytes\)"):
+        safe_extract(archive, tmp_path / "out")  # the default limits: 8x the archive's size, at least 64 MiB
+    assert not (tmp_path / "out").exists()
+
+
+def test_limits_on_members_total_and_member_size(tmp_path):
+    archive = _tar(tmp_path / "a.tgz", {f"top/{i}.txt": b"x" * 100 for i in range(30)})
+    with pytest.raises(UnsafeArchiveError, match="a.tgz: more than 20 members"):
+        safe_extract(archive, tmp_path / "o1", limits=ExtractLimits(members=20, member_bytes=1000, total_bytes=10**6))
+    with pytest.raises(UnsafeArchiveError, match="past its limits"):
+        safe_extract(archive, tmp_path / "o2", limits=ExtractLimits(members=99, member_bytes=99, total_bytes=10**6))
+    with pytest.raises(UnsafeArchiveError, match="past its limits"):
+        safe_extract(archive, tmp_path / "o3", limits=ExtractLimits(members=99, member_bytes=1000, total_bytes=2000))
+    assert not any((tmp_path / name).exists() for name in ("o1", "o2", "o3"))
+    assert len(safe_extract(archive, tmp_path / "o4", limits=ExtractLimits(99, 100, 3000))) == 30  # exactly fits
+
+
+def test_many_members_are_refused_by_default(tmp_path):
+    archive = tmp_path / "many.tar"
+    with tarfile.open(archive, "w") as tar:
+        for i in range(10_001):
+            tar.addfile(tarfile.TarInfo(f"d{i}"))  # empty files: only their count is wrong
+    with pytest.raises(UnsafeArchiveError, match="more than 10000 members"):
+        safe_extract(archive, tmp_path / "out")
+
+
+@pytest.mark.skipif(shutil.which("tar") is None, reason="needs a tar that writes sparse members")
+def test_a_sparse_member_is_refused(tmp_path):
+    sparse = tmp_path / "src" / "holes.bin"
+    sparse.parent.mkdir()
+    with open(sparse, "wb") as f:
+        f.truncate(1 << 30)  # 1 GiB of holes: a few KB once archived with --sparse
+        f.write(b"data")
+    archive = tmp_path / "sparse.tar"
+    made = subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(archive), "-C", str(tmp_path / "src"),
+                           "holes.bin"], capture_output=True)  # fmt: skip
+    if made.returncode or archive.stat().st_size > 100_000:
+        pytest.skip("this tar cannot write a GNU sparse member")
+    with pytest.raises(UnsafeArchiveError, match="holes.bin' is a sparse file"):
+        safe_extract(archive, tmp_path / "out", limits=ExtractLimits(10, 2 << 30, 2 << 30))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_name_with_a_colon_is_an_ordinary_name(tmp_path):
+    archive = _tar(tmp_path / "colon.tgz", {"a:b": b"1", "top/c:d.txt": b"2"})
+    safe_extract(archive, tmp_path / "out")
+    assert (tmp_path / "out" / "a:b").read_bytes() == b"1" and (tmp_path / "out/top/c:d.txt").read_bytes() == b"2"
+
+
+def test_a_python_without_extraction_filters_is_refused(tmp_path, monkeypatch):
+    archive = _tar(tmp_path / "fine.tgz", {"top/a.txt": b"a"})
+    monkeypatch.delattr(tarfile, "data_filter")
+    with pytest.raises(UnsafeArchiveError, match="no tarfile extraction filters.*3.11.4"):
+        safe_extract(archive, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_setuid_and_setgid_bits_are_dropped(tmp_path):
+    archive = tmp_path / "modes.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, mode in (("top/suid", 0o4755), ("top/sgid", 0o2755), ("top/sticky", 0o1777)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = 1, mode
+            tar.addfile(info, io.BytesIO(b"x"))
+    safe_extract(archive, tmp_path / "out")
+    for name in ("suid", "sgid", "sticky"):
+        mode = (tmp_path / "out" / "top" / name).stat().st_mode
+        assert not mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX), (name, oct(mode))
+
+
+def test_a_link_already_in_the_destination_cannot_redirect_a_write(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "top").symlink_to(outside)  # left there by someone else
+    archive = _tar(tmp_path / "a.tgz", {"top/escaped.txt": b"gotcha"})
+    with pytest.raises(UnsafeArchiveError, match="a.tgz"):
+        safe_extract(archive, dest)
+    assert not (outside / "escaped.txt").exists()
+
+
+def test_files_that_are_not_tar_archives_are_named_for_what_they_are(tmp_path):
+    zipped = tmp_path / "data.tgz"
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("top/a.txt", "a")
+    with pytest.raises(BadArchiveError, match="data.tgz: not a readable tar archive.*a zip archive.*Delete it"):
+        safe_extract(zipped, tmp_path / "out")
+    page = tmp_path / "page.tgz"
+    page.write_bytes(b"<!DOCTYPE html><html><body>Service unavailable</body></html>")
+    with pytest.raises(BadArchiveError, match="page.tgz: .*an HTML page"):
+        safe_extract(page, tmp_path / "out")
+    whole = tar_bytes({f"top/{i}.bin": np.random.default_rng(i).bytes(50_000) for i in range(4)})
+    cut = tmp_path / "cut.tgz"
+    cut.write_bytes(whole[: len(whole) // 2])  # a truncated gzip stream
+    with pytest.raises(BadArchiveError, match="cut.tgz: not a readable tar archive.*truncated or damaged"):
+        safe_extract(cut, tmp_path / "out2")
+    assert file_kind(zipped) == "zip" and file_kind(page) == "html" and file_kind(cut) == "gzip"
+
+
+# --- extract_into: one extraction however many processes ask, nothing half-done published --------------------------
+
+EXTRACTOR = """
+import os, signal, sys, tarfile
+from pathlib import Path
+from helpers.download import extract_into
+archive, parent, die_after = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+if die_after:  # be killed in the middle of writing the files, as a crash or an OOM kill would
+    real = tarfile.TarFile._extract_member
+    count = [0]
+    def extract_member(self, *args, **kwargs):
+        count[0] += 1
+        if count[0] == die_after:
+            (parent / "killer-inside").touch()
+            signal.pause()  # wait here, mid-extraction, for the test's SIGKILL
+        return real(self, *args, **kwargs)
+    tarfile.TarFile._extract_member = extract_member
+def verify(folder):
+    if len(list(folder.glob("*.bin"))) != 120:
+        raise RuntimeError("incomplete")
+folder = extract_into(archive, parent, "top", verify=verify)
+print(len(list(folder.glob("*.bin"))))
+"""
+
+
+def _python(code: str, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def _tree(folder) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_concurrent_extractions_with_one_killed_all_see_the_whole_folder(tmp_path):
+    members = {f"top/{i:03d}.bin": np.random.default_rng(i).bytes(2000) for i in range(120)}
+    archive = _tar(tmp_path / "data.tgz", members)
+    reference = extract_into(archive, tmp_path / "single", "top")
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    killer = _python(EXTRACTOR, str(archive), str(parent), "60")
+    deadline = time.monotonic() + 60
+    while not (parent / "killer-inside").exists():
+        assert killer.poll() is None and time.monotonic() < deadline, killer.stderr.read() if killer.stderr else ""
+        time.sleep(0.05)
+    others = [_python(EXTRACTOR, str(archive), str(parent), "0") for _ in range(3)]
+    time.sleep(0.5)  # let them queue on the lock behind the stalled extraction
+    killer.send_signal(signal.SIGKILL)
+    killer.wait()
+    for process in others:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0 and out.strip() == "120", err[-2000:]
+    assert _tree(parent / "top") == _tree(reference)
+    leftovers = [p.name for p in parent.iterdir() if p.name.startswith(".")]
+    assert leftovers == [], leftovers  # the killed extraction's staging folder was cleared, never published

@@ -1,85 +1,152 @@
-"""CIFAR-10 loading: a restricted unpickler that refuses code, and arrays equal to a direct parse of the bytes."""
+"""CIFAR-10 in its binary format: arrays equal to an independent parse of the records, every malformed file a clear
+error naming it, a writer that refuses labels it cannot store faithfully, and no pickle anywhere in the package."""
 
 from __future__ import annotations
 
-import os
-import pickle
+import ast
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from helpers.cifar import CifarFormatError as DatasetLayoutError
-from helpers.cifar import UnsafePickleError, load_cifar10, restricted_load
+from helpers.cifar import (
+    CIFAR10_FOLDER,
+    RECORD_BYTES,
+    CifarFormatError,
+    check_cifar10_folder,
+    cifar10_class_names,
+    load_cifar10,
+    read_cifar10_batch,
+    write_cifar10_batch,
+    write_cifar10_class_names,
+)
+
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
+NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
 def cifar_batch_bytes(count: int, seed: int = 0, label_offset: int = 0) -> bytes:
-    """A CIFAR-10 python batch of `count` random images, pickled as the original (protocol 2)."""
+    """A CIFAR-10 binary batch of `count` random records, built byte by byte as the authors describe the format."""
     rng = np.random.default_rng(seed)
-    entry = {
-        "batch_label": f"batch {seed}",
-        "labels": [int((i + label_offset) % 10) for i in range(count)],
-        "data": rng.integers(0, 256, (count, 3072), dtype=np.uint8),
-        "filenames": [f"img_{i}.png" for i in range(count)],
-    }
-    return pickle.dumps(entry, protocol=2)
+    out = bytearray()
+    for i in range(count):
+        out.append((i + label_offset) % 10)  # 1 label byte
+        out += rng.integers(0, 256, 3072, dtype=np.uint8).tobytes()  # 1024 R, 1024 G, 1024 B, row-major
+    return bytes(out)
 
 
-def _write_batches(folder, counts: dict[str, int]) -> None:
+def write_folder(folder: Path, counts: dict[str, int] | None = None) -> Path:
+    """A CIFAR-10 binary folder with small batches (default 2-6 records) and the class names."""
     folder.mkdir(parents=True, exist_ok=True)
+    counts = counts or {f"data_batch_{i}.bin": 1 + i for i in range(1, 6)} | {"test_batch.bin": 4}
     for offset, (name, count) in enumerate(counts.items()):
         (folder / name).write_bytes(cifar_batch_bytes(count, seed=offset, label_offset=offset))
+    (folder / "batches.meta.txt").write_text("\n".join(NAMES) + "\n\n")  # the real file ends with blank lines
+    return folder
 
 
-class RunsCode:
-    def __reduce__(self):
-        return (os.system, ("echo pwned > /dev/null",))
-
-
-def test_a_pickle_that_would_run_code_is_refused(tmp_path):
-    path = tmp_path / "data_batch_1"
-    path.write_bytes(pickle.dumps({"data": RunsCode()}, protocol=2))
-    with pytest.raises(UnsafePickleError, match="system") as info:
-        restricted_load(path)
-    assert str(path) in str(info.value)
-
-
-def test_builtins_eval_is_refused_too(tmp_path):
-    path = tmp_path / "evil"
-    path.write_bytes(b"cbuiltins\neval\n(S'1+1'\ntR.")
-    with pytest.raises(UnsafePickleError, match="builtins.eval"):
-        restricted_load(path)
-
-
-def test_load_cifar10_matches_a_direct_parse_of_the_same_bytes(tmp_path):
-    folder = tmp_path / "cifar-10-batches-py"
-    _write_batches(folder, {f"data_batch_{i}": 7 + i for i in range(1, 6)} | {"test_batch": 5})
+def test_load_cifar10_matches_an_independent_parse_of_the_records(tmp_path):
+    folder = write_folder(tmp_path / CIFAR10_FOLDER)
     images, labels = load_cifar10(tmp_path, train=True)
     expected_images, expected_labels = [], []
     for i in range(1, 6):
-        # Trusted bytes we wrote ourselves: a plain unpickler is the independent reference here.
-        entry = pickle.loads((folder / f"data_batch_{i}").read_bytes())
-        data = entry["data"]
-        expected_images.append(np.stack([data[:, c * 1024 : (c + 1) * 1024].reshape(-1, 32, 32) for c in range(3)], 1))
-        expected_labels.extend(entry["labels"])
-    assert images.dtype == torch.uint8 and images.shape == (sum(7 + i for i in range(1, 6)), 3, 32, 32)
-    assert labels.dtype == torch.int64
-    assert np.array_equal(images.numpy(), np.concatenate(expected_images))
-    assert labels.tolist() == expected_labels
+        raw = (folder / f"data_batch_{i}.bin").read_bytes()
+        for start in range(0, len(raw), RECORD_BYTES):
+            expected_labels.append(raw[start])
+            pixels = np.array(list(raw[start + 1 : start + RECORD_BYTES]), dtype=np.uint8)
+            expected_images.append(np.stack([pixels[c * 1024 : (c + 1) * 1024].reshape(32, 32) for c in range(3)]))
+    assert images.dtype == torch.uint8 and images.shape == (sum(1 + i for i in range(1, 6)), 3, 32, 32)
+    assert labels.dtype == torch.int64 and labels.tolist() == expected_labels
+    assert np.array_equal(images.numpy(), np.stack(expected_images))
+    images.add_(1)  # a writable tensor of its own, not a view of a read-only buffer
     test_images, test_labels = load_cifar10(folder, train=False)  # the batches folder itself works too
-    assert test_images.shape == (5, 3, 32, 32) and len(test_labels) == 5
+    assert test_images.shape == (4, 3, 32, 32) and len(test_labels) == 4
+    assert cifar10_class_names(tmp_path) == NAMES
+    assert check_cifar10_folder(folder) == {"train": 20, "test": 4}
 
 
-def test_a_wrongly_shaped_batch_is_named(tmp_path):
-    folder = tmp_path / "cifar-10-batches-py"
-    _write_batches(folder, {f"data_batch_{i}": 3 for i in range(1, 6)})
-    entry = {"data": np.zeros((3, 100), np.uint8), "labels": [0, 1, 2]}
-    (folder / "data_batch_3").write_bytes(pickle.dumps(entry, protocol=2))
-    with pytest.raises(DatasetLayoutError, match=r"data_batch_3.*\(N, 3072\)"):
+def test_the_writer_and_the_reader_round_trip(tmp_path):
+    rng = np.random.default_rng(1)
+    images = torch.from_numpy(rng.integers(0, 256, (7, 3, 32, 32), dtype=np.uint8))
+    labels = torch.tensor([0, 9, 3, 3, 1, 5, 7])
+    path = write_cifar10_batch(tmp_path / "b.bin", images, labels)
+    assert path.stat().st_size == 7 * RECORD_BYTES
+    got_images, got_labels = read_cifar10_batch(path)
+    assert torch.equal(got_images, images) and torch.equal(got_labels, labels)
+    write_cifar10_class_names(tmp_path / "batches.meta.txt", NAMES)
+    assert cifar10_class_names(tmp_path) == NAMES
+
+
+@pytest.mark.parametrize("size", [0, RECORD_BYTES - 1, 3 * RECORD_BYTES + 100])
+def test_a_file_that_is_not_whole_records_is_named(tmp_path, size):
+    folder = write_folder(tmp_path / CIFAR10_FOLDER)
+    (folder / "data_batch_3.bin").write_bytes(bytes(size))
+    with pytest.raises(CifarFormatError, match=rf"data_batch_3.bin: {size} bytes is not a whole number of 3073"):
         load_cifar10(tmp_path)
 
 
-def test_a_missing_batch_is_named(tmp_path):
-    _write_batches(tmp_path / "cifar-10-batches-py", {"data_batch_1": 3})
-    with pytest.raises(DatasetLayoutError, match="data_batch_2"):
+@pytest.mark.parametrize("label", [10, 255])
+def test_a_label_outside_0_to_9_is_named_with_its_record(tmp_path, label):
+    folder = write_folder(tmp_path / CIFAR10_FOLDER)
+    raw = bytearray((folder / "test_batch.bin").read_bytes())
+    raw[2 * RECORD_BYTES] = label
+    (folder / "test_batch.bin").write_bytes(bytes(raw))
+    with pytest.raises(CifarFormatError, match=rf"test_batch.bin: record 2 has label {label}, outside 0..9"):
+        load_cifar10(tmp_path, train=False)
+
+
+def test_missing_batches_and_class_names_are_named(tmp_path):
+    folder = write_folder(tmp_path / CIFAR10_FOLDER)
+    (folder / "data_batch_2.bin").unlink()
+    with pytest.raises(CifarFormatError, match="data_batch_2.bin: missing"):
         load_cifar10(tmp_path)
+    (folder / "batches.meta.txt").write_text("airplane\nautomobile\n")
+    with pytest.raises(CifarFormatError, match="batches.meta.txt: 2 class names, expected 10"):
+        cifar10_class_names(folder)
+    (folder / "batches.meta.txt").unlink()
+    with pytest.raises(CifarFormatError, match="batches.meta.txt: missing"):
+        cifar10_class_names(folder)
+
+
+@pytest.mark.parametrize(
+    ("labels", "problem"),
+    [
+        (np.array([0.0, 1.5, 2.0]), "integers"),  # float labels: never silently truncated
+        (np.array(["0", "1", "2"]), "integers"),  # string labels: refused
+        (np.array([0, 1]), "integers"),  # one label short
+        (np.array([0, 1, 10]), "0..9"),
+        (np.array([0, -1, 2]), "0..9"),
+        (np.array([0, 1, 2**40]), "0..9"),  # huge: no overflow into a byte
+    ],
+)
+def test_the_writer_refuses_labels_it_cannot_store(tmp_path, labels, problem):
+    images = np.zeros((3, 3, 32, 32), np.uint8)
+    with pytest.raises(CifarFormatError, match=problem) as info:
+        write_cifar10_batch(tmp_path / "bad.bin", images, labels)
+    assert "bad.bin" in str(info.value)
+    assert not (tmp_path / "bad.bin").exists()
+
+
+def test_the_writer_refuses_images_of_another_shape_or_type(tmp_path):
+    with pytest.raises(CifarFormatError, match=r"uint8 of shape \(N, 3, 32, 32\)"):
+        write_cifar10_batch(tmp_path / "bad.bin", np.zeros((2, 3, 32, 32), np.float32), np.array([0, 1]))
+    with pytest.raises(CifarFormatError, match=r"uint8 of shape \(N, 3, 32, 32\)"):
+        write_cifar10_batch(tmp_path / "bad.bin", np.zeros((2, 32, 32, 3), np.uint8), np.array([0, 1]))
+
+
+def test_nothing_in_the_package_unpickles():
+    # A pickle is code: the course reads CIFAR-10's binary records instead, and checkpoints with weights_only=True.
+    for path in sorted(HELPERS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                assert not any(a.name in ("pickle", "_pickle", "dill", "cloudpickle") for a in node.names), path
+            elif isinstance(node, ast.ImportFrom):
+                assert node.module not in ("pickle", "_pickle", "dill", "cloudpickle"), path
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "load":
+                if getattr(node.func.value, "id", None) in ("torch", "np", "numpy"):
+                    keywords = {k.arg: k.value for k in node.keywords}
+                    name = node.func.value.id
+                    flag = "weights_only" if name == "torch" else "allow_pickle"
+                    assert flag in keywords, f"{path}: {name}.load without {flag}="
+                    assert getattr(keywords[flag], "value", None) is (name == "torch"), f"{path}: {name}.load unsafe"

@@ -1,15 +1,25 @@
-"""The download code against a loopback HTTP server: good archive, wrong checksum, cut-short transfer, resume."""
+"""The download code against a loopback HTTP server: good archive, wrong checksum, cut-short transfer, resume, broken
+range replies, HTML error pages, a digest required, and several processes fetching the same file at once."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from helpers.course.data import BSDS300_SHA256_ENV_VAR, DatasetLayoutError, prepare_bsds300, prepare_cifar10
-from helpers.download import ChecksumMismatchError, IncompleteDownloadError, download
+from helpers.download import BadArchiveError, ChecksumMismatchError, IncompleteDownloadError, download
 
 from .conftest import jpeg_bytes, tar_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML_PAGE = b"<!DOCTYPE html>\n<html><head><title>503</title></head><body>Service unavailable</body></html>\n"
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB
 
@@ -44,7 +54,8 @@ def test_wrong_checksum_is_a_clear_error_and_never_a_valid_file(http_server, tmp
         download(http_server.url("/file.bin"), dest, sha256="0" * 64, progress=False)
     message = str(info.value)
     assert sha256(PAYLOAD) in message and "0" * 64 in message  # what it got and what it expected
-    assert "run again" in message  # and what to do
+    assert "Delete" in message and "run again" in message  # and what to do
+    assert "only after checking where it came from" in message  # a new digest is not trusted blindly
     assert not dest.exists() and not (tmp_path / "file.bin.part").exists()
     assert (tmp_path / "file.bin.rejected").read_bytes() == PAYLOAD  # kept, so nothing is lost
 
@@ -117,16 +128,86 @@ def test_no_network_falls_back_to_the_standin_and_says_so(tmp_path):
     assert cifar.is_standin and "stand-in" in cifar.name
 
 
-def test_prepare_cifar10_downloads_with_md5(http_server, tmp_path):
-    from .test_cifar import cifar_batch_bytes
+def test_a_digest_is_required(http_server, tmp_path):
+    http_server.files["/file.bin"] = PAYLOAD
+    with pytest.raises(ValueError, match="pass sha256= or md5="):
+        download(http_server.url("/file.bin"), tmp_path / "file.bin", progress=False)
+    assert not http_server.requests and not (tmp_path / "file.bin").exists()
+    dest = download(http_server.url("/file.bin"), tmp_path / "file.bin", insecure=True, progress=False)
+    assert dest.read_bytes() == PAYLOAD
 
-    members = {f"cifar-10-batches-py/data_batch_{i}": cifar_batch_bytes(4, seed=i) for i in range(1, 6)}
-    members["cifar-10-batches-py/test_batch"] = cifar_batch_bytes(3, seed=9)
-    members["cifar-10-batches-py/batches.meta"] = b"\x80\x02}q\x00."  # an empty dict; not read here
-    archive = tar_bytes(members)
-    http_server.files["/cifar.tar.gz"] = archive
-    source = prepare_cifar10(
-        tmp_path, offline=False, url=http_server.url("/cifar.tar.gz"), md5=hashlib.md5(archive).hexdigest(),
-        progress=False,
-    )  # fmt: skip
-    assert not source.is_standin and (source.root / "test_batch").is_file()
+
+@pytest.mark.parametrize("claimed_start", [0, 100_000])
+def test_a_206_reply_from_another_byte_is_not_appended(http_server, tmp_path, claimed_start):
+    # A broken server answers 'Range: bytes=300000-' with a 206 from byte 0 (the whole body) or from elsewhere.
+    http_server.files["/file.bin"] = PAYLOAD
+    http_server.range_start["/file.bin"] = claimed_start
+    (tmp_path / "file.bin.part").write_bytes(PAYLOAD[:300_000])
+    dest = download(http_server.url("/file.bin"), tmp_path / "file.bin", sha256=sha256(PAYLOAD), progress=False)
+    assert dest.read_bytes() == PAYLOAD
+    assert http_server.requests[-1] == ("/file.bin", None)  # it started again with a plain request
+
+
+def test_an_html_error_page_is_named_as_such(http_server, tmp_path):
+    http_server.files["/data.tgz"] = HTML_PAGE
+    with pytest.raises(BadArchiveError, match="sent an HTML page.*not a gzip-compressed file") as info:
+        download(http_server.url("/data.tgz"), tmp_path / "data.tgz", kind="gzip", insecure=True, progress=False)
+    assert "data.tgz.rejected" in str(info.value) and not (tmp_path / "data.tgz").exists()
+    with pytest.raises(ChecksumMismatchError, match="It is an HTML page") as info:
+        download(http_server.url("/data.tgz"), tmp_path / "data.tgz", sha256="0" * 64, kind="gzip", progress=False)
+    assert "digest means nothing" in str(info.value)  # never: 'trust the new digest'
+
+
+def test_prepare_bsds300_names_an_html_page_whose_digest_was_trusted(http_server, tmp_path):
+    # The old message suggested trusting a mismatching digest; for an HTML page that stored it as the archive and
+    # every later run failed in tarfile. The page is now refused as what it is, whatever digest is given.
+    http_server.files["/BSDS300-images.tgz"] = HTML_PAGE
+    with pytest.raises(BadArchiveError, match="HTML page"):
+        prepare_bsds300(tmp_path, offline=False, url=http_server.url("/BSDS300-images.tgz"), sha256=sha256(HTML_PAGE),
+                        progress=False)  # fmt: skip
+    assert not (tmp_path / "BSDS300").exists() and not (tmp_path / "BSDS300-images.tgz").exists()
+    (tmp_path / "BSDS300-images.tgz").write_bytes(HTML_PAGE)  # stored by an older version that trusted its digest
+    with pytest.raises(BadArchiveError, match=r"BSDS300-images.tgz: is an HTML page.*delete it and run again"):
+        prepare_bsds300(tmp_path, offline=False, url=http_server.url("/BSDS300-images.tgz"), sha256=sha256(HTML_PAGE),
+                        progress=False)  # fmt: skip
+
+
+def test_prepare_bsds300_mismatch_with_an_html_page_does_not_offer_its_digest(http_server, tmp_path, monkeypatch):
+    monkeypatch.delenv(BSDS300_SHA256_ENV_VAR, raising=False)
+    http_server.files["/BSDS300-images.tgz"] = HTML_PAGE
+    with pytest.raises(ChecksumMismatchError) as info:
+        prepare_bsds300(tmp_path, offline=False, url=http_server.url("/BSDS300-images.tgz"), progress=False)
+    assert "HTML page" in str(info.value) and BSDS300_SHA256_ENV_VAR not in str(info.value)
+
+
+DOWNLOADER = """
+import os, sys, time
+from pathlib import Path
+from helpers.download import download
+dest = Path(sys.argv[2])
+(dest.parent / f"ready-{os.getpid()}").touch()
+while not (dest.parent / "go").exists():  # start together, so that the transfers overlap
+    time.sleep(0.005)
+path = download(sys.argv[1], dest, sha256=sys.argv[3], progress=False)
+print(len(path.read_bytes()))
+"""
+
+
+def test_processes_downloading_the_same_file_all_succeed(http_server, tmp_path):
+    big = np.random.default_rng(0).bytes(12 << 20)  # under 16 MiB: freeing larger buffers changes how
+    # glibc serves later 16 MiB allocations, which test_measure relies on
+    http_server.files["/big.bin"] = big
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    args = [http_server.url("/big.bin"), str(tmp_path / "big.bin"), sha256(big)]
+    processes = [subprocess.Popen([sys.executable, "-c", DOWNLOADER, *args], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]  # fmt: skip
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready-*"))) < len(processes) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0 and out.strip() == str(len(big)), err[-2000:]
+    assert (tmp_path / "big.bin").read_bytes() == big
+    assert len(http_server.requests) == 1  # one transfer; the others waited and found the verified file
+    assert not list(tmp_path.glob("big.bin.*[!k]"))  # no .part or .rejected left

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
+
 import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.images import BadImageError, ImageTooSmallError, check_crop_fits, load_rgb_image
+from helpers.images import BadImageError, ImageTooSmallError, check_crop_fits, image_census, image_header
+from helpers.images import load_rgb_image
 
 
 @pytest.fixture
@@ -83,3 +87,48 @@ def test_image_smaller_than_the_crop_is_named():
     check_crop_fits((481, 321), 128, "ok.jpg")
     with pytest.raises(ImageTooSmallError, match=r"tiny.jpg: image is 100x90 pixels, smaller than the 128x128"):
         check_crop_fits((100, 90), 128, "tiny.jpg")
+
+
+def _png_header_only(path, width: int, height: int) -> None:
+    """A PNG whose header claims width x height RGB pixels (no pixel data: PIL refuses it before decoding)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b""))
+
+
+def test_a_decompression_bomb_is_named_with_what_to_do(tmp_path):
+    path = tmp_path / "huge.png"
+    _png_header_only(path, 50_000, 50_000)
+    for read in (load_rgb_image, image_header, lambda p: image_census([p])):
+        with pytest.raises(BadImageError, match=r"huge.png: .*decompression bomb.*MAX_IMAGE_PIXELS") as info:
+            read(path)
+        assert "corrupt" not in str(info.value)  # it is not damaged: it is too big to decode safely
+
+
+def test_a_mode_i_image_of_8_bit_values_is_not_scaled_as_16_bit(tmp_path):
+    values = np.array([[0, 1, 128, 255]], dtype=np.int32)
+    Image.fromarray(values, mode="I").save(tmp_path / "eight.tiff")  # a 32-bit integer TIFF holding 0..255
+    with Image.open(tmp_path / "eight.tiff") as image:
+        assert image.mode == "I"
+    rgb = np.asarray(load_rgb_image(tmp_path / "eight.tiff"))
+    assert rgb[0, :, 0].tolist() == [0, 1, 128, 255] and np.array_equal(rgb[..., 0], rgb[..., 1])
+    wide = np.array([[0, 257, 32896, 65535]], dtype=np.int32)  # the same container holding 16-bit values
+    Image.fromarray(wide, mode="I").save(tmp_path / "sixteen.tiff")
+    assert np.asarray(load_rgb_image(tmp_path / "sixteen.tiff"))[0, :, 0].tolist() == [0, 1, 128, 255]
+
+
+def test_a_dark_16_bit_file_opened_as_mode_i_is_still_scaled(tmp_path):
+    # A 16-bit PGM opens as mode "I"; its values are 16-bit even when they are all small.
+    Image.fromarray(np.array([[0, 100, 255]], dtype=np.uint16)).save(tmp_path / "dark.pgm")
+    with Image.open(tmp_path / "dark.pgm") as image:
+        assert image.mode == "I"
+    assert np.asarray(load_rgb_image(tmp_path / "dark.pgm"))[0, :, 0].tolist() == [0, 0, 1]
+
+
+def test_header_reading_names_a_file_that_is_not_an_image(tmp_path):
+    (tmp_path / "notes.png").write_text("not an image")
+    with pytest.raises(BadImageError, match="notes.png: cannot read the image header"):
+        image_census([tmp_path / "notes.png"])

@@ -1,19 +1,31 @@
-"""The decoded uint8 cache and its loaders: aligned pairs within rounding, a disk cache reused and rebuilt, the zero-CPU
-device loader, and the background prefetcher."""
+"""The decoded uint8 cache and its loaders: aligned pairs within rounding, a disk cache reused and rebuilt (also when
+damaged), a full disk as a clear error, concurrent builders (one killed) publishing one whole cache, the zero-CPU device
+loader, and the background prefetcher."""
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
+from helpers import sr_cache
 from helpers.sr_cache import BackgroundPrefetcher, CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 from helpers.sr_data import bicubic_downscale, dihedral
 
 from .conftest import interior_gap, shifted_gap
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_cache_pairs_align_within_uint8_rounding(photo_dir):
@@ -110,3 +122,143 @@ def test_background_prefetcher_stops_when_the_consumer_stops():
     assert next(iterator) == 0
     iterator.close()  # the consumer walks away mid-stream
     assert threading.active_count() == before
+
+
+# --- the on-disk cache: damaged files rebuilt, a full disk, concurrent builders with one killed ----------------------
+
+
+def _copy_photos(photo_dir, folder, count: int = 6):
+    folder.mkdir()
+    for path in sorted(photo_dir.glob("*.png"))[:count]:
+        shutil.copy(path, folder / path.name)
+    return folder
+
+
+def test_a_damaged_meta_file_is_rebuilt_with_a_message(photo_dir, tmp_path):
+    photos = _copy_photos(photo_dir, tmp_path / "photos", 2)
+    first = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
+    meta = tmp_path / "cache" / "x2" / "meta.json"
+    for damage in ('{"fingerprint": "abc", "shap', '{"fingerprint": 3}', "[]"):
+        meta.write_text(damage)
+        with pytest.warns(UserWarning, match=r"meta.json is unreadable.*rebuilding"):
+            again = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
+        assert again.rebuilt and again.rebuild_reason.startswith("damaged")
+        assert torch.equal(again.image(1)[1], first.image(1)[1])
+
+
+@pytest.mark.parametrize("store", ["hr.u8", "lr.u8"])
+def test_a_truncated_store_is_rebuilt_with_a_message(photo_dir, tmp_path, store):
+    photos = _copy_photos(photo_dir, tmp_path / "photos", 2)
+    lr, hr = (t.clone() for t in DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache").image(1))
+    path = tmp_path / "cache" / "x2" / store
+    size = path.stat().st_size
+    os.truncate(path, size // 2)  # (a cache still mapping the file would now die reading past its end: SIGBUS)
+    with pytest.warns(UserWarning, match=rf"{store} holds {size // 2} bytes, {size} expected.*rebuilding"):
+        again = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
+    assert again.rebuilt and path.stat().st_size == size
+    assert torch.equal(again.image(1)[0], lr) and torch.equal(again.image(1)[1], hr)
+
+
+def test_a_full_disk_is_an_error_naming_the_file_before_any_pixel(photo_dir, tmp_path, monkeypatch):
+    photos = _copy_photos(photo_dir, tmp_path / "photos", 2)
+
+    def no_space(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def never(path):
+        raise AssertionError(f"decoded {path} although the disk was full")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_space, raising=False)
+    monkeypatch.setattr(sr_cache, "load_rgb_image", never)
+    with pytest.raises(OSError, match=r"hr.u8: cannot reserve \d+ bytes \(No space left on device\)") as info:
+        DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
+    assert info.value.errno == errno.ENOSPC
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["x2.lock"]  # nothing published, nothing left
+
+
+FULL_DISK = """
+import sys
+from helpers.sr_cache import DecodedSRCache
+try:
+    DecodedSRCache(sys.argv[1], scale=2, cache_dir=sys.argv[2])
+except OSError as error:
+    print("OSError:", error)
+"""
+
+
+def test_a_really_full_file_system_is_an_error_not_sigbus(photo_dir, tmp_path):
+    # A 1 MiB tmpfs in a private mount namespace (root on Linux only): the cache needs several MiB.
+    small = tmp_path / "small"
+    small.mkdir()
+    unshare = shutil.which("unshare")
+    mount = f"mount -t tmpfs -o size=1m tmpfs {small}"
+    if unshare is None or subprocess.run([unshare, "--mount", "sh", "-c", mount], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root and unshare)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    script = f'{mount} && exec "$0" -c "$1" "$2" "$3"'
+    result = subprocess.run([unshare, "--mount", "sh", "-c", script, sys.executable, FULL_DISK, str(photo_dir),
+                             str(small / "cache")], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, f"the build died with {result.returncode}: {result.stderr[-2000:]}"
+    assert "OSError:" in result.stdout and "hr.u8: cannot reserve" in result.stdout, result.stdout + result.stderr
+
+
+BUILDER = """
+import os, signal, sys, time
+from pathlib import Path
+from helpers import sr_cache
+photos, cache_dir, role = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+flags = cache_dir.parent
+if role == "killed":  # stop inside the build, after two images are decoded, and wait for the test's SIGKILL
+    real, seen = sr_cache.load_rgb_image, []
+    def load(path):
+        seen.append(path)
+        if len(seen) == 3:
+            (flags / "killed-is-inside").touch()
+            signal.pause()
+        return real(path)
+    sr_cache.load_rgb_image = load
+else:  # start building only once the other one is inside its build
+    while not (flags / "killed-is-inside").exists():
+        time.sleep(0.02)
+    (flags / f"ready-{os.getpid()}").touch()
+cache = sr_cache.DecodedSRCache(photos, scale=2, cache_dir=cache_dir)
+print(int(cache.rebuilt), len(cache))
+"""
+
+
+def _spawn(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, "-c", BUILDER, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_concurrent_builders_with_one_killed_publish_one_whole_cache(tmp_path):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(5):
+        smooth = rng.integers(0, 256, (12, 16, 3)).astype(np.uint8)
+        Image.fromarray(smooth).resize((160, 120), Image.Resampling.BICUBIC).save(photos / f"{i}.png")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    cache_dir = shared / "cache"
+    killed = _spawn(str(photos), str(cache_dir), "killed")
+    builders = [_spawn(str(photos), str(cache_dir), "builder") for _ in range(2)]  # all three start at once
+    deadline = time.monotonic() + 120
+    while len(list(shared.glob("ready-*"))) < len(builders):
+        assert killed.poll() is None and time.monotonic() < deadline, killed.communicate()[1][-2000:]
+        time.sleep(0.05)
+    time.sleep(0.3)  # they find no cache and queue on the lock held by the stalled build
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    results = []
+    for process in builders:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err[-2000:]
+        results.append(out.split())
+    assert sorted(r[0] for r in results) == ["0", "1"] and {r[1] for r in results} == {"5"}  # one built, one reused
+    single = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "single")
+    assert all(single.image(i)[1].float().std() > 5 for i in range(5))  # real pixels, not zeros
+    for name in ("hr.u8", "lr.u8", "meta.json"):  # byte-identical to a build by a single process
+        assert (cache_dir / "x2" / name).read_bytes() == (tmp_path / "single" / "x2" / name).read_bytes(), name
+    assert sorted(p.name for p in cache_dir.iterdir()) == ["x2", "x2.lock"]  # the killed build's staging was cleared

@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 from torchvision import transforms
 
-from ..atomic import file_lock, staged
+from ..atomic import build_once
 from ..augment import CIFAR10_MEAN, CIFAR10_STD
 from ..images import check_crop_fits, load_rgb_image, to_float_tensor
 from ..sr_data import SeededDataset, check_sr_geometry, list_images, mod_crop
@@ -158,17 +158,15 @@ def export_image_folder(
     Reuses `dest` when it already holds exactly these N files; writes atomically otherwise.
     """
     dest = Path(dest)
-    marker = dest / f".complete-{len(images)}"
-    if marker.is_file():
-        return dest
-    with file_lock(dest):
-        if marker.is_file():  # another process wrote it while this one waited
-            return dest
-        with staged(dest, folder=True) as staging:
-            for name in class_names:
-                (staging / name).mkdir()
-            array = images.permute(0, 2, 3, 1).numpy()
-            for index, (pixels, label) in enumerate(zip(array, labels.tolist())):
-                Image.fromarray(pixels).save(staging / class_names[label] / f"{index:06d}.png", compress_level=1)
-            (staging / marker.name).touch()
+    marker = f".complete-{len(images)}"
+
+    def build(staging: Path) -> None:
+        for name in class_names:
+            (staging / name).mkdir()
+        array = images.permute(0, 2, 3, 1).numpy()
+        for index, (pixels, label) in enumerate(zip(array, labels.tolist())):
+            Image.fromarray(pixels).save(staging / class_names[label] / f"{index:06d}.png", compress_level=1)
+        (staging / marker).touch()
+
+    build_once(dest, build, is_complete=lambda folder: (folder / marker).is_file())  # one writer; others reuse it
     return dest

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cifar import CIFAR10_FOLDER, CIFAR10_TEST_BATCHES, CIFAR10_TRAIN_BATCHES
-from ..download import ChecksumMismatchError, IncompleteDownloadError, download, extract_into
+from ..cifar import CIFAR10_FOLDER, CIFAR10_META, CIFAR10_TEST_BATCHES, CIFAR10_TRAIN_BATCHES, RECORD_BYTES
+from ..cifar import check_cifar10_folder
+from ..download import ChecksumMismatchError, ExtractLimits, IncompleteDownloadError, download
+from ..download import extract_into
 from .standins import standin_is_current, write_cifar10_standin, write_sr_standin
 
 DATA_DIR_ENV_VAR = "COURSE_DATA_DIR"
@@ -21,9 +23,14 @@ BSDS300_URL = "https://www2.eecs.berkeley.edu/Research/Projects/CS/vision/bsds/B
 BSDS300_SHA256 = "a5f7d0e49fe135c75518a3543ced24470156fd69305ae77845dff2a5138652b4"
 BSDS300_SHA256_ENV_VAR = "COURSE_BSDS300_SHA256"
 BSDS300_COUNTS = {"train": 200, "test": 100}  # BSD100 is BSDS300's 100 test images
+# The archive holds 300 JPEGs of ~70 KB (22 MB in all), two id lists and their folders: far past that, it is not it.
+BSDS300_LIMITS = ExtractLimits(members=400, member_bytes=4 << 20, total_bytes=64 << 20)
 
-CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
+# The authors' binary version (170,052,171 bytes): fixed 3,073-byte records, read without unpickling anything.
+CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+CIFAR10_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
+# Six batch files of 30,730,000 bytes, the class names and a readme: 185 MB in 9 members.
+CIFAR10_LIMITS = ExtractLimits(members=16, member_bytes=32 << 20, total_bytes=192 << 20)
 
 STANDIN_FOLDER = "standin"
 
@@ -103,6 +110,39 @@ def check_bsds300_layout(root: str | os.PathLike, counts: dict[str, int] | None 
     return found
 
 
+def _bsds300_complete(folder: Path) -> bool:
+    try:
+        check_bsds300_layout(folder, BSDS300_COUNTS)
+    except DatasetLayoutError:
+        return False
+    return True
+
+
+def _checked_extraction(archive: Path, check: Callable[[Path], object]) -> Callable[[Path], None]:
+    """`check` for a folder just extracted from `archive`, its failure reported as a problem of the archive."""
+
+    def verify(folder: Path) -> None:
+        try:
+            check(folder)
+        except Exception as error:  # noqa: BLE001 (the layout checks raise their own clear types)
+            raise DatasetLayoutError(
+                f"{archive}: the archive does not hold the expected dataset ({error}); it was not extracted. "
+                f"Delete {archive} and run again"
+            ) from error
+
+    return verify
+
+
+def _mismatch_advice(error: ChecksumMismatchError, new_digest: str) -> str:
+    """What to add to a checksum mismatch: how to accept a new archive, unless the file is not an archive at all."""
+    if getattr(error, "kind_found", "gzip") != "gzip":
+        return f"To work offline meanwhile, set {OFFLINE_ENV_VAR}=1."
+    return (
+        f"Only if you have checked where a new archive came from, accept it with {new_digest}. "
+        f"To work offline meanwhile, set {OFFLINE_ENV_VAR}=1."
+    )
+
+
 def _standin(name: str, folder: Path, writer: Callable[[Path], Path], reason: str) -> DataSource:
     if not standin_is_current(folder):
         writer(folder)
@@ -128,24 +168,21 @@ def prepare_bsds300(
     sha256 = sha256 or os.environ.get(BSDS300_SHA256_ENV_VAR) or BSDS300_SHA256
     offline = offline_requested() if offline is None else offline
     standin = root / STANDIN_FOLDER / "BSDS300"
-    if real.is_dir():
-        check_bsds300_layout(real, BSDS300_COUNTS)
+    if _bsds300_complete(real):
         return DataSource("BSDS300", real, False, f"already prepared at {real}")
     if offline:
         return _standin("BSDS300", standin, write_sr_standin, f"{OFFLINE_ENV_VAR}=1")
     try:
-        archive = download(url, root / "BSDS300-images.tgz", sha256=sha256, progress=progress)
+        archive = download(url, root / "BSDS300-images.tgz", sha256=sha256, kind="gzip", progress=progress)
     except ChecksumMismatchError as error:
-        raise ChecksumMismatchError(
-            f"{error} To accept a new BSDS300 archive, set {BSDS300_SHA256_ENV_VAR} to its SHA-256. "
-            f"To work offline meanwhile, set {OFFLINE_ENV_VAR}=1."
-        ) from error
+        advice = _mismatch_advice(error, f"{BSDS300_SHA256_ENV_VAR}=<its SHA-256>")
+        raise ChecksumMismatchError(f"{error} {advice}") from error
     except Exception as error:  # noqa: BLE001 (only network failures fall back; the rest re-raise)
         if not _network_failure(error):
             raise
         return _standin("BSDS300", standin, write_sr_standin, f"download of {url} failed ({error})")
-    extract_into(archive, root, "BSDS300")
-    check_bsds300_layout(real, BSDS300_COUNTS)
+    verify = _checked_extraction(archive, lambda folder: check_bsds300_layout(folder, BSDS300_COUNTS))
+    extract_into(archive, root, "BSDS300", verify=verify, limits=BSDS300_LIMITS)  # one process extracts, once
     return DataSource("BSDS300", real, False, f"downloaded from {url}, SHA-256 verified, 200/100 split checked")
 
 
@@ -153,8 +190,10 @@ def prepare_bsds300(
 
 
 def _cifar10_complete(folder: Path) -> bool:
-    names = (*CIFAR10_TRAIN_BATCHES, *CIFAR10_TEST_BATCHES, "batches.meta")
-    return all((folder / name).is_file() for name in names)
+    """Every batch present as a whole number of records, and the class names (contents are checked on loading)."""
+    batches = [folder / name for name in (*CIFAR10_TRAIN_BATCHES, *CIFAR10_TEST_BATCHES)]
+    sizes = [path.stat().st_size if path.is_file() else 0 for path in batches]
+    return all(size and size % RECORD_BYTES == 0 for size in sizes) and (folder / CIFAR10_META).is_file()
 
 
 def prepare_cifar10(
@@ -165,7 +204,8 @@ def prepare_cifar10(
     md5: str = CIFAR10_MD5,
     progress: bool = True,
 ) -> DataSource:
-    """Make CIFAR-10 ready (md5-verified download, safe extraction), or the stand-in when offline."""
+    """Make CIFAR-10 ready (the binary version: MD5-verified download, safe extraction, every record checked), or
+    the stand-in in the same format when offline."""
     root = Path(root) if root is not None else data_root()
     offline = offline_requested() if offline is None else offline
     standin = root / STANDIN_FOLDER / CIFAR10_FOLDER
@@ -174,12 +214,13 @@ def prepare_cifar10(
     if offline:
         return _standin("CIFAR-10", standin, write_cifar10_standin, f"{OFFLINE_ENV_VAR}=1")
     try:
-        archive = download(url, root / "cifar-10-python.tar.gz", md5=md5, progress=progress)
+        archive = download(url, root / "cifar-10-binary.tar.gz", md5=md5, kind="gzip", progress=progress)
+    except ChecksumMismatchError as error:
+        raise ChecksumMismatchError(f"{error} {_mismatch_advice(error, 'prepare_cifar10(md5=...)')}") from error
     except Exception as error:  # noqa: BLE001 (only network failures fall back; the rest re-raise)
         if not _network_failure(error):
             raise
         return _standin("CIFAR-10", standin, write_cifar10_standin, f"download of {url} failed ({error})")
-    folder = extract_into(archive, root, CIFAR10_FOLDER)
-    if not _cifar10_complete(folder):
-        raise DatasetLayoutError(f"{folder}: the archive did not hold all CIFAR-10 batches; delete it and run again")
-    return DataSource("CIFAR-10", folder, False, f"downloaded from {url}, MD5 verified")
+    verify = _checked_extraction(archive, check_cifar10_folder)
+    folder = extract_into(archive, root, CIFAR10_FOLDER, verify=verify, limits=CIFAR10_LIMITS)
+    return DataSource("CIFAR-10", folder, False, f"downloaded from {url} (binary version), MD5 verified")

@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import os
-import pickle
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 from skimage import data as skdata
 
-from ..atomic import file_lock, staged
+from ..atomic import build_once
+from ..cifar import (
+    CIFAR10_META, CIFAR10_TEST_BATCHES, CIFAR10_TRAIN_BATCHES, write_cifar10_batch, write_cifar10_class_names,
+)  # fmt: skip
 
 STANDIN_MARKER = "STANDIN.txt"
-STANDIN_VERSION = "1"
+STANDIN_VERSION = "2"  # 2: CIFAR-10 binary format; 10 held-out SR test images
 
-# Photographs in scikit-image's wheel, loaded without a network. Test photos are held out from training entirely.
+# Photographs in scikit-image's wheel, loaded without a network. No pixel of a test image is in a training image:
+# these photos are used whole for training,
 SR_TRAIN_PHOTOS = (
-    "astronaut", "hubble_deep_field", "immunohistochemistry", "retina",
-    "motorcycle_left", "motorcycle_right", "camera", "brick", "gravel",
+    "astronaut", "immunohistochemistry", "camera", "brick", "gravel", "grass", "moon",
+    "motorcycle_left", "motorcycle_right",
 )  # fmt: skip
+# these are cut in two: tiles from the top half train, tiles from the bottom half test,
+SR_SPLIT_PHOTOS = ("hubble_deep_field", "retina", "cell")
+# and these are held out whole for testing.
 SR_TEST_PHOTOS = ("chelsea", "coffee", "rocket")
 # One class per photograph; training crops come from the left 3/4 of each photo, test crops from the right 1/4.
 CIFAR_STANDIN_CLASSES = (
@@ -43,6 +50,23 @@ def skimage_photo(name: str) -> np.ndarray:
     return np.ascontiguousarray(image[..., :3].astype(np.uint8))
 
 
+@dataclass(frozen=True)
+class StandinTile:
+    """One stand-in SR image: the window (y, x, height, width) of photograph `photo` it was cut from, and its split."""
+
+    split: str
+    photo: str
+    y: int
+    x: int
+    height: int
+    width: int
+
+    @property
+    def image_id(self) -> str:
+        """The image's name in the BSDS300 layout (its file is `images/<split>/<image_id>.jpg`)."""
+        return f"{self.photo}_y{self.y}_x{self.x}"
+
+
 def _windows(height: int, width: int, win_h: int, win_w: int) -> list[tuple[int, int]]:
     """Top-left corners of a grid of non-overlapping windows spread evenly over the image."""
     rows, cols = height // win_h, width // win_w
@@ -51,28 +75,44 @@ def _windows(height: int, width: int, win_h: int, win_w: int) -> list[tuple[int,
     return [(int(y), int(x)) for y in ys for x in xs]
 
 
-def _bsds_tiles(photo: np.ndarray) -> list[np.ndarray]:
-    """Cut a photo into BSDS-sized tiles, landscape where it fits, else portrait, else the whole photo."""
-    height, width = photo.shape[:2]
+def _bsds_tiles(split: str, photo: str, top: int, height: int, width: int) -> list[StandinTile]:
+    """BSDS-sized tiles of rows top..top+height of a photo: landscape where they fit, else portrait, else it whole."""
     w, h = BSDS_SIZE
     for win_h, win_w in ((h, w), (w, h)):
         corners = _windows(height, width, win_h, win_w)
         if corners:
-            return [photo[y : y + win_h, x : x + win_w] for y, x in corners]
-    return [photo]  # smaller than a BSDS image (chelsea is 451x300): kept whole, as real pixels
+            return [StandinTile(split, photo, top + y, x, win_h, win_w) for y, x in corners]
+    return [StandinTile(split, photo, top, 0, height, width)]  # smaller than a BSDS image (chelsea is 451x300)
+
+
+def photo_tiles(photo: str, height: int, width: int) -> list[StandinTile]:
+    """The stand-in tiles cut from photograph `photo` of `height` x `width` pixels, with their splits."""
+    if photo in SR_SPLIT_PHOTOS:
+        half = height // 2
+        return _bsds_tiles("train", photo, 0, half, width) + _bsds_tiles("test", photo, half, height - half, width)
+    split = "test" if photo in SR_TEST_PHOTOS else "train"
+    return _bsds_tiles(split, photo, 0, height, width)
+
+
+def sr_standin_tiles() -> list[StandinTile]:
+    """Every tile of the SR stand-in: where in which photograph it comes from, and whether it trains or tests."""
+    tiles = []
+    for photo in (*SR_TRAIN_PHOTOS, *SR_SPLIT_PHOTOS, *SR_TEST_PHOTOS):
+        tiles += photo_tiles(photo, *skimage_photo(photo).shape[:2])
+    return tiles
 
 
 def _write_atomically(dest: Path, fill: Callable[[Path], None]) -> Path:
     """Build a stand-in folder privately with `fill(staging)`, then publish it in one rename, one writer at a time."""
-    with file_lock(dest):
-        if standin_is_current(dest):  # another process finished it while this one waited
-            return dest
-        with staged(dest, folder=True) as staging:
-            fill(staging)
-            (staging / STANDIN_MARKER).write_text(
-                f"stand-in version {STANDIN_VERSION}\nOffline stand-in made from scikit-image's photographs; "
-                "numbers from it are not BSD100 or CIFAR-10 results.\n"
-            )
+
+    def build(staging: Path) -> None:
+        fill(staging)
+        (staging / STANDIN_MARKER).write_text(
+            f"stand-in version {STANDIN_VERSION}\nOffline stand-in made from scikit-image's photographs; "
+            "numbers from it are not BSD100 or CIFAR-10 results.\n"
+        )
+
+    build_once(dest, build, is_complete=standin_is_current)  # another process may have finished it meanwhile
     return dest
 
 
@@ -87,16 +127,17 @@ def write_sr_standin(dest: str | os.PathLike) -> Path:
     dest = Path(dest)
 
     def fill(staging: Path) -> None:
-        for split, photos in (("train", SR_TRAIN_PHOTOS), ("test", SR_TEST_PHOTOS)):
-            folder = staging / "images" / split
-            folder.mkdir(parents=True)
-            ids = []
-            for name in photos:
-                for index, tile in enumerate(_bsds_tiles(skimage_photo(name))):
-                    image_id = f"{name}_{index}"
-                    Image.fromarray(tile).save(folder / f"{image_id}.jpg", quality=95)
-                    ids.append(image_id)
-            (staging / f"iids_{split}.txt").write_text("\n".join(ids) + "\n")
+        ids: dict[str, list[str]] = {"train": [], "test": []}
+        for split in ids:
+            (staging / "images" / split).mkdir(parents=True)
+        for photo in (*SR_TRAIN_PHOTOS, *SR_SPLIT_PHOTOS, *SR_TEST_PHOTOS):
+            pixels = skimage_photo(photo)
+            for tile in photo_tiles(photo, *pixels.shape[:2]):
+                window = pixels[tile.y : tile.y + tile.height, tile.x : tile.x + tile.width]
+                Image.fromarray(window).save(staging / "images" / tile.split / f"{tile.image_id}.jpg", quality=95)
+                ids[tile.split].append(tile.image_id)
+        for split, names in ids.items():
+            (staging / f"iids_{split}.txt").write_text("\n".join(names) + "\n")
 
     return _write_atomically(dest, fill)
 
@@ -117,21 +158,10 @@ def _class_crops(photo: np.ndarray, count: int, rng: np.random.Generator, side: 
     return out
 
 
-def _dump_batch(path: Path, images: np.ndarray, labels: np.ndarray, batch_label: str) -> None:
-    entry = {
-        "batch_label": batch_label,
-        "labels": [int(v) for v in labels],
-        "data": images.reshape(len(images), -1),  # (N, 3072): 1024 red, then green, then blue, row-major
-        "filenames": [f"standin_{batch_label.replace(' ', '_')}_{i:05d}.png" for i in range(len(images))],
-    }
-    with open(path, "wb") as f:
-        pickle.dump(entry, f, protocol=2)
-
-
 def write_cifar10_standin(
     dest: str | os.PathLike, train_per_class: int = 500, test_per_class: int = 100, seed: int = 0
 ) -> Path:
-    """Write a 10-class stand-in in the CIFAR-10 python format (`cifar-10-batches-py`) from real photo crops."""
+    """Write a 10-class stand-in in the CIFAR-10 binary format (`cifar-10-batches-bin`) from real photo crops."""
     dest = Path(dest)
     rng = np.random.default_rng(seed)
 
@@ -147,11 +177,9 @@ def write_cifar10_standin(
         x, y = np.concatenate(train_x), np.concatenate(train_y)
         order = rng.permutation(len(x))
         x, y = x[order], y[order]
-        for batch, (xs, ys) in enumerate(zip(np.array_split(x, 5), np.array_split(y, 5)), start=1):
-            _dump_batch(staging / f"data_batch_{batch}", xs, ys, f"training batch {batch} of 5")
-        _dump_batch(staging / "test_batch", np.concatenate(test_x), np.concatenate(test_y), "testing batch 1 of 1")
-        meta = {"num_cases_per_batch": len(x) // 5, "label_names": list(CIFAR_STANDIN_CLASSES), "num_vis": 3072}
-        with open(staging / "batches.meta", "wb") as f:
-            pickle.dump(meta, f, protocol=2)
+        for name, xs, ys in zip(CIFAR10_TRAIN_BATCHES, np.array_split(x, 5), np.array_split(y, 5)):
+            write_cifar10_batch(staging / name, xs, ys)
+        write_cifar10_batch(staging / CIFAR10_TEST_BATCHES[0], np.concatenate(test_x), np.concatenate(test_y))
+        write_cifar10_class_names(staging / CIFAR10_META, list(CIFAR_STANDIN_CLASSES))
 
     return _write_atomically(dest, fill)

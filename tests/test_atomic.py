@@ -1,0 +1,126 @@
+"""build_once builds shared data once across processes and never publishes half of it; leftovers of killed builders
+are cleared; reserve_file really allocates the bytes, so a full disk is an error naming the file."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import atomic
+from helpers.atomic import build_once, file_lock, remove_stale_staging, reserve_file, staging_path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _complete(folder: Path) -> bool:
+    return (folder / "done").is_file()
+
+
+def _fill(count: int = 3):
+    def build(staging: Path) -> None:
+        for i in range(count):
+            (staging / f"{i}.txt").write_text(str(i))
+        (staging / "done").touch()
+
+    return build
+
+
+def test_build_once_builds_then_reuses(tmp_path):
+    target = tmp_path / "data"
+    assert build_once(target, _fill(), is_complete=_complete)
+    assert sorted(p.name for p in target.iterdir()) == ["0.txt", "1.txt", "2.txt", "done"]
+    assert not build_once(target, lambda staging: pytest.fail("built twice"), is_complete=_complete)
+
+
+def test_build_once_looks_again_after_taking_the_lock(tmp_path):
+    answers = iter([False, True])  # incomplete before the lock; finished by another process while this one waited
+    assert not build_once(tmp_path / "data", lambda s: pytest.fail("built"), is_complete=lambda _: next(answers))
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_failed_build_publishes_nothing_and_leaves_nothing(tmp_path):
+    def broken(staging: Path) -> None:
+        (staging / "0.txt").write_text("half")
+        raise OSError("disk went away")
+
+    with pytest.raises(OSError, match="disk went away"):
+        build_once(tmp_path / "data", broken, is_complete=_complete)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.lock"]
+
+
+def test_leftovers_of_killed_builders_on_this_machine_are_removed(tmp_path):
+    target = tmp_path / "data"
+    mine = staging_path(target)
+    mine.mkdir()
+    (mine / "half.bin").write_bytes(b"\0" * 10)
+    aside = tmp_path / mine.name.replace(".staging-", ".old-")
+    aside.mkdir()
+    other_host = tmp_path / ".data.staging-someotherhost-12-0123abcd"
+    other_host.mkdir()
+    unrelated = tmp_path / ".datafile.staging-x"
+    unrelated.mkdir()
+    with file_lock(target):
+        assert sorted(remove_stale_staging(target)) == sorted([mine, aside])
+    assert not mine.exists() and not aside.exists() and other_host.exists() and unrelated.exists()
+    build_once(target, _fill(), is_complete=_complete)  # build_once clears them too
+    assert _complete(target)
+
+
+BUILDER = """
+import sys, time
+from pathlib import Path
+from helpers.atomic import build_once
+target, log = Path(sys.argv[1]), Path(sys.argv[2])
+def build(staging):
+    with open(log, "a") as f:
+        f.write("built\\n")
+    for i in range(20):
+        (staging / f"{i}.txt").write_text(str(i))
+        time.sleep(0.01)
+    (staging / "done").touch()
+build_once(target, build, is_complete=lambda p: (p / "done").is_file())
+print(len(list(target.iterdir())))
+"""
+
+
+def test_processes_racing_build_once_build_exactly_once(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    args = [str(tmp_path / "data"), str(tmp_path / "log")]
+    processes = [subprocess.Popen([sys.executable, "-c", BUILDER, *args], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]  # fmt: skip
+    for process in processes:
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0 and out.strip() == "21", err[-2000:]
+    assert (tmp_path / "log").read_text() == "built\n"
+
+
+def test_reserve_file_allocates_real_blocks(tmp_path):
+    path = tmp_path / "store.u8"
+    reserve_file(path, 5_000_000)
+    assert path.stat().st_size == 5_000_000
+    if hasattr(os, "posix_fallocate") and hasattr(path.stat(), "st_blocks"):
+        assert path.stat().st_blocks * 512 >= 5_000_000  # not a sparse file
+
+
+def test_reserve_file_names_the_file_when_the_disk_is_full(tmp_path, monkeypatch):
+    def no_space(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "posix_fallocate", no_space, raising=False)
+    with pytest.raises(OSError, match=r"store.u8: cannot reserve 4096 bytes \(No space left on device\); free") as info:
+        reserve_file(tmp_path / "store.u8", 4096)
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path / "store.u8")
+
+
+def test_reserve_file_writes_zeros_where_fallocate_is_not_supported(tmp_path, monkeypatch):
+    def unsupported(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(atomic.os, "posix_fallocate", unsupported, raising=False)
+    reserve_file(tmp_path / "store.u8", 3_000_000)
+    assert (tmp_path / "store.u8").read_bytes() == bytes(3_000_000)

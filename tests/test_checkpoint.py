@@ -1,0 +1,142 @@
+"""Checkpoints: a crash between the renames of a save still resumes (from the complete `.tmp`, or the one before, with
+a message saying which); a checkpoint of another model or one missing a key is a CheckpointError naming the file and
+what differs; torch is new enough for weights_only=True to hold."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import checkpoint
+from helpers.checkpoint import CheckpointError, load_checkpoint, load_latest_checkpoint, save_checkpoint
+from helpers.step import TrainStep
+from helpers.trainer import fit, restore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _state(epoch: int) -> dict:
+    return {"model": {"w": torch.full((2,), float(epoch))}, "optimizer": {}, "step": {}, "epoch": epoch,
+            "batch_in_epoch": 0, "rng": {}, "history": [], "trained_seconds": 0.0}  # fmt: skip
+
+
+def _crash_between_the_renames(monkeypatch) -> None:
+    real, calls = os.replace, []
+
+    def replace(source, target):
+        calls.append(target)
+        if len(calls) == 2:  # the old checkpoint was moved aside; the new one is complete but not yet renamed
+            raise KeyboardInterrupt("power cut")
+        return real(source, target)
+
+    monkeypatch.setattr(checkpoint.os, "replace", replace)
+
+
+def test_a_crash_between_the_renames_resumes_from_the_complete_tmp(tmp_path, monkeypatch):
+    path = tmp_path / "last.pt"
+    save_checkpoint(_state(1), path)
+    save_checkpoint(_state(2), path)
+    with monkeypatch.context() as patch:
+        _crash_between_the_renames(patch)
+        with pytest.raises(KeyboardInterrupt):
+            save_checkpoint(_state(3), path)
+    assert not path.exists() and (tmp_path / "last.pt.tmp").is_file() and (tmp_path / "last.previous.pt").is_file()
+    with pytest.warns(UserWarning, match=r"last.pt: no such checkpoint.*resuming from .*last.pt.tmp"):
+        state, used = load_latest_checkpoint(path)
+    assert used.name == "last.pt.tmp" and state["epoch"] == 3
+
+
+def test_a_damaged_last_and_tmp_fall_back_to_the_previous_checkpoint(tmp_path):
+    path = tmp_path / "last.pt"
+    save_checkpoint(_state(1), path)
+    save_checkpoint(_state(2), path)
+    path.write_bytes(path.read_bytes()[:100])  # truncated
+    (tmp_path / "last.pt.tmp").write_bytes(b"half a zip")  # a save killed while writing
+    with pytest.warns(UserWarning, match=r"last.pt: cannot read the checkpoint.*resuming from .*last.previous.pt"):
+        state, used = load_latest_checkpoint(path)
+    assert used.name == "last.previous.pt" and state["epoch"] == 1
+
+
+def test_with_nothing_usable_every_file_tried_is_named(tmp_path):
+    with pytest.raises(CheckpointError, match="last.pt: no such checkpoint; start without --resume"):
+        load_latest_checkpoint(tmp_path / "last.pt")
+    (tmp_path / "last.pt").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match=r"no usable checkpoint: .*last.pt: cannot read.*previous.pt: no such"):
+        load_latest_checkpoint(tmp_path / "last.pt")
+
+
+def test_the_checkpoint_is_on_disk_before_it_is_renamed_into_place(tmp_path, monkeypatch):
+    synced = []
+    monkeypatch.setattr(checkpoint.os, "fsync", lambda fd: synced.append(fd))
+    save_checkpoint(_state(1), tmp_path / "last.pt")
+    assert synced and load_checkpoint(tmp_path / "last.pt")["epoch"] == 1
+
+
+def _train(folder: Path, width: int = 4, epochs: int = 1, resume: bool = False) -> tuple[nn.Module, TrainStep]:
+    torch.manual_seed(0)
+    data = [(torch.randn(8, 3), torch.randn(8, 1)) for _ in range(2)]
+    model = nn.Sequential(nn.Linear(3, width), nn.ReLU(), nn.Linear(width, 1))
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), nn.MSELoss(), device="cpu")
+    fit(model, data, step, epochs=epochs, checkpoint_dir=folder, resume=resume, progress=False)
+    return model, step
+
+
+def test_resume_after_a_crash_between_the_renames(tmp_path, monkeypatch):
+    _train(tmp_path, epochs=1)
+    with monkeypatch.context() as patch:
+        _crash_between_the_renames(patch)
+        with pytest.raises(KeyboardInterrupt):
+            _train(tmp_path, epochs=2, resume=True)  # epoch 2's save is cut between its renames
+    assert not (tmp_path / "last.pt").exists()
+    with pytest.warns(UserWarning, match="last.pt.tmp"):
+        _train(tmp_path, epochs=3, resume=True)
+    assert load_checkpoint(tmp_path / "last.pt")["epoch"] == 3
+    assert [h["epoch"] for h in load_checkpoint(tmp_path / "last.pt")["history"]] == [1, 2, 3]
+
+
+def test_a_checkpoint_of_another_model_names_the_file_and_what_differs(tmp_path):
+    _train(tmp_path, width=4)
+    model = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1))  # wider: every tensor has another shape
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cpu")
+    with pytest.raises(CheckpointError, match=r"last.pt: the saved model does not fit this model") as info:
+        restore(tmp_path, model=model, step=step)
+    assert "of another shape" in str(info.value) and "0.weight: saved (4, 3), here (8, 3)" in str(info.value)
+    other = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1), nn.Tanh(), nn.Linear(1, 1))
+    step = TrainStep(other, torch.optim.SGD(other.parameters(), lr=0.1), nn.MSELoss(), device="cpu")
+    with pytest.raises(CheckpointError, match=r"2 missing \(4.weight, 4.bias\)"):
+        restore(tmp_path, model=other, step=step)
+
+
+def test_a_checkpoint_for_another_optimizer_is_named(tmp_path):
+    _train(tmp_path)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    groups = [{"params": model[0].parameters()}, {"params": model[2].parameters()}]  # two groups, not one
+    step = TrainStep(model, torch.optim.SGD(groups, lr=0.1), nn.MSELoss(), device="cpu")
+    with pytest.raises(CheckpointError, match="last.pt: the saved optimizer does not fit this optimizer"):
+        restore(tmp_path, model=model, step=step)
+
+
+@pytest.mark.parametrize("key", ["step", "history", "trained_seconds", "model"])
+def test_a_checkpoint_missing_a_key_is_named(tmp_path, key):
+    _train(tmp_path)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    del state[key]
+    torch.save(state, tmp_path / "last.pt")
+    (tmp_path / "last.previous.pt").unlink(missing_ok=True)
+    model, step = _train(tmp_path / "other")
+    with pytest.raises(CheckpointError, match=rf"last.pt: not a checkpoint of this trainer \(missing \['{key}'\]\)"):
+        restore(tmp_path, model=model, step=step)
+
+
+def test_torch_is_new_enough_for_weights_only_loading():
+    # torch.load(weights_only=True) could be bypassed before 2.6 (CVE-2025-32434).
+    text = (ROOT / "pyproject.toml").read_text()
+    floors = {name: tuple(int(x) for x in version.split("."))
+              for name, version in re.findall(r'"(torch|torchvision)>=([\d.]+)"', text)}  # fmt: skip
+    assert floors["torch"] >= (2, 6) and floors["torchvision"] >= (0, 21)
+    assert tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 6)
