@@ -42,11 +42,16 @@ def psnr_y(sr: torch.Tensor, hr: torch.Tensor, scale: int) -> torch.Tensor:
     return 10 * torch.log10(255.0**2 / mse)  # mse == 0 -> +inf, as it should be
 
 
-def _gaussian_window(size: int = 11, sigma: float = 1.5, device: torch.device | None = None) -> torch.Tensor:
+def _gaussian_kernel(size: int = 11, sigma: float = 1.5, device: torch.device | None = None) -> torch.Tensor:
     coords = torch.arange(size, dtype=torch.float64, device=device) - (size - 1) / 2
     kernel = torch.exp(-(coords**2) / (2 * sigma**2))
-    kernel = kernel / kernel.sum()
-    return (kernel[:, None] * kernel[None, :]).view(1, 1, size, size)
+    return kernel / kernel.sum()
+
+
+def _window_mean(images: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """'Valid' filtering with the 2-D Gaussian window as two 1-D passes (the window is separable: same result)."""
+    size = kernel.numel()
+    return F.conv2d(F.conv2d(images, kernel.view(1, 1, size, 1)), kernel.view(1, 1, 1, size))
 
 
 def ssim_y(sr: torch.Tensor, hr: torch.Tensor, scale: int) -> torch.Tensor:
@@ -56,12 +61,12 @@ def ssim_y(sr: torch.Tensor, hr: torch.Tensor, scale: int) -> torch.Tensor:
     image ('valid' filtering, as MATLAB's ssim_index and BasicSR do); kornia's SSIM pads the borders instead.
     """
     sr_y, hr_y = _prepare(sr, hr, scale)
-    window = _gaussian_window(device=sr_y.device)
+    kernel = _gaussian_kernel(device=sr_y.device)
     c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
-    mu_x, mu_y = F.conv2d(sr_y, window), F.conv2d(hr_y, window)
-    sigma_x = F.conv2d(sr_y * sr_y, window) - mu_x**2
-    sigma_y = F.conv2d(hr_y * hr_y, window) - mu_y**2
-    sigma_xy = F.conv2d(sr_y * hr_y, window) - mu_x * mu_y
+    mu_x, mu_y = _window_mean(sr_y, kernel), _window_mean(hr_y, kernel)
+    sigma_x = _window_mean(sr_y * sr_y, kernel) - mu_x**2
+    sigma_y = _window_mean(hr_y * hr_y, kernel) - mu_y**2
+    sigma_xy = _window_mean(sr_y * hr_y, kernel) - mu_x * mu_y
     ssim_map = ((2 * mu_x * mu_y + c1) * (2 * sigma_xy + c2)) / ((mu_x**2 + mu_y**2 + c1) * (sigma_x + sigma_y + c2))
     return ssim_map.mean(dim=(1, 2, 3))
 
