@@ -1,0 +1,91 @@
+"""Output that reads well in JupyterLab and Colab: tables shown rendered (printed as text outside a notebook), a
+one-line "what is running now" message before a long cell, and readable plot fonts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib as mpl
+from IPython import get_ipython
+from IPython.display import display
+
+# Font sizes in points: matplotlib's defaults (10, and 8-ish ticks at notebook DPI) read small in a browser.
+COURSE_STYLE = {
+    "font.size": 12,
+    "axes.titlesize": 13,
+    "axes.labelsize": 12,
+    "xtick.labelsize": 11,
+    "ytick.labelsize": 11,
+    "legend.fontsize": 11,
+    "figure.titlesize": 14,
+}
+
+
+class TableText(str):
+    """The markdown text of a table that has been shown: a cell ending with `show_table(...)` does not echo it."""
+
+    def _ipython_display_(self) -> None:
+        pass  # already displayed by show_table; the text is for record_result and the report
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (JupyterLab, Colab, nbclient, nbval), False in a terminal or a script."""
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        size = abs(value)
+        if size >= 1000:
+            return f"{value:,.0f}"
+        if size >= 100:
+            return f"{value:.1f}"
+        return f"{value:.2f}" if size >= 1 else f"{value:.3g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def rows_to_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A markdown table of dict rows (columns from the first row; numbers right-aligned)."""
+    if not rows:
+        raise ValueError("show_table needs at least one row (got an empty list)")
+    columns = list(rows[0])
+    numeric = [all(isinstance(r.get(c), (int, float)) for r in rows) for c in columns]
+    lines = [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---:" if n else "---" for n in numeric) + "|",
+        *("| " + " | ".join(_cell(r.get(c, "")) for c in columns) + " |" for r in rows),
+    ]
+    return "\n".join(lines)
+
+
+def show_table(rows_or_markdown: Sequence[Mapping[str, Any]] | str, *, title: str | None = None) -> TableText:
+    """Show a table rendered in a notebook (printed as text elsewhere); return its markdown for `record_result`."""
+    markdown = rows_or_markdown if isinstance(rows_or_markdown, str) else rows_to_markdown(rows_or_markdown)
+    markdown = markdown.strip()
+    if not in_notebook():
+        print(f"{title}\n\n{markdown}" if title else markdown, flush=True)
+        return TableText(markdown)
+    text = f"**{title}**\n\n{markdown}" if title else markdown
+    display({"text/markdown": text, "text/plain": text}, raw=True)  # Lab, Colab and nbconvert render markdown
+    return TableText(markdown)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"about {max(1, round(seconds))} s"
+    return f"about {seconds / 60:.0f} min" if seconds < 5400 else f"about {seconds / 3600:.1f} h"
+
+
+def announce(message: str, seconds: float | None = None) -> str:
+    """Print one line saying what runs now (and roughly how long it takes) before a long cell; return the line."""
+    line = f"▶ running now: {message}" + (f" ({_duration(seconds)})" if seconds is not None else "")
+    print(line, flush=True)
+    return line
+
+
+def use_course_style() -> dict[str, Any]:
+    """Set readable matplotlib font sizes for the notebooks' charts; return the settings applied."""
+    mpl.rcParams.update(COURSE_STYLE)
+    return dict(COURSE_STYLE)
