@@ -3,11 +3,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BROWSER_STAMP := $(VENV)/.installed-browser
 PROFILE ?= auto
 CELL_TIMEOUT ?= 600
 LIMIT ?=  # seconds each notebook may run under `make course` (empty: the profile's notebook_limit_s)
+CHROMIUM ?= /usr/bin/chromium
+# JupyterLab refuses to start as root unless told; containers often run as root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test lab env clean
+.PHONY: course test test-lab test-colab lab env sync-notebooks clean
 
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
 	$(BIN)/python -m helpers.course.report --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
@@ -16,14 +20,28 @@ test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smok
 	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
 
-lab: $(STAMP)  ## JupyterLab with this environment's kernel
-	$(BIN)/jupyter lab notebooks/
+test-lab: $(BROWSER_STAMP)  ## JupyterLab in headless Chromium: Run All on notebooks 00 and 04; screenshots in reports/
+	COURSE_LAB_TEST=1 COURSE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests/lab -p no:cacheprovider
+
+test-colab: $(STAMP)  ## a fresh Colab-like runtime runs notebooks 00 and 04 through their setup cell (about 8 min)
+	$(BIN)/python tools/colab_sim.py
+
+lab: $(STAMP)  ## JupyterLab with this environment's kernel, at the repository root, showing notebooks/
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
+
+sync-notebooks: $(STAMP)  ## write the Colab badge and setup cell into every notebook from COURSE_REPOSITORY
+	$(BIN)/python tools/sync_notebooks.py
 
 env: $(STAMP)
 
+# The base dependencies are what the notebooks import; `course` adds the runner and JupyterLab, `test` the tests.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,test]'
+	touch $@
+
+$(BROWSER_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,test,browser]'
 	touch $@
 
 clean:
