@@ -16,12 +16,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPORTS = REPO_ROOT / "reports"
 CHROMIUM = Path(os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium"))
 NOTEBOOKS = ["00_setup_and_data.ipynb", "04_gpu_augmentation.ipynb"]
+BROKEN = "checks/broken.ipynb"  # made by the fixture: shows that the checks catch a failing notebook
 # `make lab` opens Lab at the repository root showing notebooks/: the test server uses the same default URL.
 DEFAULT_URL = re.search(r"--LabApp.default_url=(\S+)", (REPO_ROOT / "Makefile").read_text()).group(1)
 RUN_BOUND_S = 900  # Run All of one notebook in the smoke profile: about a minute here; this is the bound
@@ -94,6 +96,11 @@ def lab(tmp_path_factory):
     (root / "notebooks").mkdir()
     for name in NOTEBOOKS:
         shutil.copy(REPO_ROOT / "notebooks" / name, root / "notebooks" / name)
+    broken = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                               "language": "python"}})  # fmt: skip
+    broken.cells = [nbformat.v4.new_code_cell(s) for s in ["x = 1", "raise ValueError('broken on purpose')", "y = 2"]]
+    (root / Path(BROKEN).parent).mkdir()
+    nbformat.write(broken, root / BROKEN)
     port, token = _free_port(), secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_", "JUPYTER"))}
     env.update({"COURSE_PROFILE": "smoke", "COURSE_OFFLINE": "1"})
@@ -163,9 +170,8 @@ def test_lab_opens_showing_the_notebooks_folder(page, lab):
     assert sorted(listed) == sorted(NOTEBOOKS), f"the file browser shows {listed}, not the notebooks folder"
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_run_all_in_jupyterlab_with_the_course_kernel(page, lab, name):
-    path = f"notebooks/{name}"
+def open_and_run_all(page, lab, path: str) -> dict:
+    """Open `path` in Lab, wait for its kernel, Run All, wait until done and idle; return the notebook's state."""
     page.goto(f"{lab['base']}/lab/tree/{path}?token={lab['token']}")
     page.wait_for_function(f"() => window.jupyterapp && ({FIND_PANEL})({json.dumps(path)})", timeout=120_000)
     page.wait_for_function(
@@ -176,24 +182,46 @@ def test_run_all_in_jupyterlab_with_the_course_kernel(page, lab, name):
     assert page.locator(".jp-Dialog").count() == 0, "Lab asked which kernel to use: the course kernel was not chosen"
     page.evaluate(RUN_ALL, path)
     state = _wait_for_run(page, path)
+    state["panel"] = page.evaluate(f"path => ({FIND_PANEL})(path).id", path)
+    return state
+
+
+def problems(state: dict) -> tuple[list[int], list[str], list[int]]:
+    """(code cells without an execution count, error outputs, cells whose stderr holds a traceback)."""
+    not_run = [i for i, cell in enumerate(state["cells"]) if cell["count"] is None]
+    errors = [f"cell {i}: {o['ename']}: {o['evalue']}" for i, cell in enumerate(state["cells"])
+              for o in cell["outputs"] if o["output_type"] == "error"]  # fmt: skip
+    tracebacks = [i for i, cell in enumerate(state["cells"]) for o in cell["outputs"]
+                  if o.get("name") == "stderr" and "Traceback" in "".join(o.get("text", ""))]  # fmt: skip
+    return not_run, errors, tracebacks
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_run_all_in_jupyterlab_with_the_course_kernel(page, lab, name):
+    path = f"notebooks/{name}"
+    state = open_and_run_all(page, lab, path)
     REPORTS.mkdir(exist_ok=True)
     page.screenshot(path=str(REPORTS / f"lab-{Path(name).stem}.png"))
 
     specs = _get_json(f"{lab['base']}/api/kernelspecs?token={lab['token']}")
     assert state["kernel"] == specs["default"], f"{name}: kernel {state['kernel']}, not this environment's default"
     assert state["display"] == specs["kernelspecs"][state["kernel"]]["spec"]["display_name"]
-    assert page.locator(".jp-Toolbar-kernelName").first.inner_text().strip() == state["display"]
+    assert page.locator(f"#{state['panel']} .jp-Toolbar-kernelName").inner_text().strip() == state["display"]
     where = page.evaluate(ASK_KERNEL, [path, "import sys, helpers\nprint(sys.executable)\nprint(helpers.__file__)"])
     executable, helpers_file = where.split()
     assert executable == sys.executable, f"{name}: the kernel runs {executable}, not the course's {sys.executable}"
     assert Path(helpers_file) == REPO_ROOT / "helpers" / "__init__.py"
 
-    not_run = [i for i, cell in enumerate(state["cells"]) if cell["count"] is None]
-    errors = [f"cell {i}: {o['ename']}: {o['evalue']}" for i, cell in enumerate(state["cells"])
-              for o in cell["outputs"] if o["output_type"] == "error"]  # fmt: skip
-    tracebacks = [i for i, cell in enumerate(state["cells"]) for o in cell["outputs"]
-                  if o.get("name") == "stderr" and "Traceback" in "".join(o.get("text", ""))]  # fmt: skip
+    not_run, errors, tracebacks = problems(state)
     assert not errors, f"{name}: error output in Lab: {errors}"
     assert not not_run, f"{name}: code cells {not_run} have no execution count after Run All"
     assert not tracebacks, f"{name}: tracebacks printed to stderr in cells {tracebacks}"
-    assert page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.error"]').count() == 0
+    shown = page.locator(f'#{state["panel"]} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+    assert "Traceback" not in " ".join(shown.all_inner_texts())
+
+
+def test_the_checks_see_a_broken_notebook(page, lab):
+    """The same checks on a notebook that fails on purpose: they must report it (a test that cannot fail is none)."""
+    state = open_and_run_all(page, lab, BROKEN)
+    not_run, errors, _ = problems(state)
+    assert errors == ["cell 1: ValueError: broken on purpose"] and not_run == [2]
