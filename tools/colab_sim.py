@@ -183,6 +183,10 @@ def simulate(work: Path, *, notebooks: list[str], timeout: int) -> list[Check]:
         print(f"  {name}: {time.perf_counter() - began:.0f} s" + "".join(f"\n    {line}" for line in setup.splitlines()),
               flush=True)  # fmt: skip
         checks.append(check_notebook(name, executed, content / "feeding-the-gpu"))
+        for index, cell in enumerate(c for c in executed.cells if c.cell_type == "code"):
+            for output in cell.outputs:  # not a failure, but a pink box in Colab: say so
+                if output.output_type == "stream" and output.name == "stderr":
+                    print(f"    note: code cell {index} wrote to stderr: {output.text.strip().splitlines()[0][:150]}")
     checks.append(check_packages(before, installed(python)))
     added = sorted(set(installed(python)) - set(before))
     print(f"  added by the setup cell ({len(added)}): {', '.join(added)}", flush=True)
