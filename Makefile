@@ -23,7 +23,7 @@ test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smok
 test-lab: $(BROWSER_STAMP)  ## JupyterLab in headless Chromium: Run All on notebooks 00 and 04; screenshots in reports/
 	COURSE_LAB_TEST=1 COURSE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests/lab -p no:cacheprovider
 
-test-colab: $(STAMP)  ## a fresh Colab-like runtime runs notebooks 00 and 04 through their setup cell (about 8 min)
+test-colab: $(STAMP)  ## a fresh Colab-like runtime runs notebooks 00 and 04 through their setup cell (5-9 min)
 	$(BIN)/python tools/colab_sim.py
 
 lab: $(STAMP)  ## JupyterLab with this environment's kernel, at the repository root, showing notebooks/
