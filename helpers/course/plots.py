@@ -42,7 +42,7 @@ def show_image_grid(
         if index < len(images):
             axis.imshow(_as_hwc(images[index]), cmap="gray", interpolation="nearest")
             if titles is not None:
-                axis.set_title(titles[index], fontsize=8)
+                axis.set_title(titles[index], fontsize="small")
     figure.tight_layout()
     return figure
 
@@ -59,7 +59,7 @@ def plot_ladder(rows: Sequence[dict], title: str = "") -> plt.Figure:
     left.barh(positions, [r["samples_per_s"] for r in rows], xerr=[low, high], color="tab:blue", capsize=3)
     left.set_xscale("log")
     left.set_xlabel("loader alone: samples/s (log scale)")
-    left.set_yticks(positions, [textwrap.fill(n, 48) for n in names], fontsize=9)
+    left.set_yticks(positions, [textwrap.fill(n, 48) for n in names], fontsize="small")
     bars = right.barh(positions, [r["fed_samples_per_s"] for r in rows], color="tab:green")
     for bar, row in zip(bars, rows):
         if row.get("model_note"):
@@ -69,9 +69,9 @@ def plot_ladder(rows: Sequence[dict], title: str = "") -> plt.Figure:
                   label="same step on pre-made batches")  # fmt: skip
     for position, row in zip(positions, rows):
         right.annotate(f" efficiency {row['pipeline_efficiency']:.2f}", (row["fed_samples_per_s"], position),
-                       va="center", fontsize=9)  # fmt: skip
+                       va="center", fontsize="small")  # fmt: skip
     right.set_xlabel("end to end, feeding the model: samples/s")
-    right.legend(loc="lower right", fontsize=9)
+    right.legend(loc="lower right", fontsize="small")
     figure.suptitle(title)
     figure.tight_layout()
     return figure
@@ -134,7 +134,7 @@ def plot_memory(rows: Sequence[dict], title: str = "") -> plt.Figure:
     axis.bar(x + 0.2, [r["cache_mib"] for r in rows], 0.4, label="decoded cache: uint8 LR + HR")
     axis.set_xticks(x, [f"x{s}" for s in scales])
     axis.set_ylabel("MiB held")
-    axis.set_title(title, fontsize=10)
-    axis.legend(fontsize=8)
+    axis.set_title(title)
+    axis.legend(fontsize="small")
     figure.tight_layout()
     return figure
