@@ -15,6 +15,11 @@ test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smok
 	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
 
+.PHONY: test-gpu
+test-gpu: $(STAMP)  ## on a GPU machine: the unit tests with the CUDA ones required (not skipped) + nbval over every notebook, smoke profile, CUDA visible
+	COURSE_REQUIRE_CUDA=1 COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
+		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
+
 lab: $(STAMP)  ## JupyterLab with this environment's kernel
 	$(BIN)/jupyter lab notebooks/
 
