@@ -18,7 +18,7 @@ python=${PYTHON:-python3}
 python_version=${WHEELHOUSE_PYTHON_VERSION:-3.12}
 platforms=(manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64)
 
-if [[ -d $dir ]] && find "$dir" -mindepth 1 ! -name '*.whl' -print -quit | grep -q .; then
+if [[ -d $dir ]] && find "$dir" -mindepth 1 ! \( -type f -name '*.whl' \) -print -quit | grep -q .; then
     echo "gpu_wheelhouse: $dir holds files other than wheels; name an empty or wheel-only folder" >&2
     exit 2
 fi
@@ -48,5 +48,5 @@ wheelhouse check "$staging" --python-version "$python_version"
 mkdir -p "$dir"
 rm -f "$dir"/*.whl
 mv "$staging"/*.whl "$dir"/
-echo "gpu_wheelhouse: $dir: $(find "$dir" -name '*.whl' | wc -l) wheels, $(du -sh "$dir" | cut -f1) on disk"
+echo "gpu_wheelhouse: $dir: $(find "$dir" -maxdepth 1 -type f -name '*.whl' | wc -l) wheels, $(du -sh "$dir" | cut -f1) on disk"
 echo "gpu_wheelhouse: on the GPU machine: tools/gpu_check.sh OUT_DIR --wheelhouse $dir"
