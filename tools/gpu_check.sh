@@ -10,15 +10,16 @@
 #   --dry-run         for a machine without CUDA: run everything that can run (the CUDA tests are skipped and
 #                     say why; the benchmarks and the training run in the smoke profile) and report what was skipped
 #   --work DIR        where data, logs and checkpoints go (default: a new temporary folder)
-#   --budget SECONDS  the wall time the steps are fitted into (default 480); the training run is always 180 s at most
+#   --budget SECONDS  the wall time the steps are fitted into (default 480; not in a dry run): each step's time
+#                     limit is cut to what is left, down to a floor; the training run gets 180 s at most
 #
 # What runs, all offline on the course's stand-in data (COURSE_OFFLINE=1), each under a time limit:
 #   1. install from the wheelhouse (if given), then check that every package the course needs is there
 #   2. the CUDA tests (pytest -m cuda, required to run: COURSE_REQUIRE_CUDA=1), the rest of the unit tests, and
 #      nbval over every notebook in the smoke profile with CUDA visible, side by side where there are >= 8 cores
 #   3. python -m helpers.bench sr and cifar in the full profile, one after the other, alone on the machine
-#   4. python -m helpers.train cifar in the full profile (ResNet18), stopped after 3 minutes if it has not finished
-#      (it checkpoints every epoch: the summary reports the epochs that finished)
+#   4. python -m helpers.train cifar in the full profile (ResNet18), stopped after 3 minutes (less if the budget
+#      is short) if it has not finished; it checkpoints every epoch: the summary reports the epochs that finished
 # The exit status is 0 when every required step passed. Environment: PYTHON (default python3), GPU_CHECK_COMMIT
 # (the commit to report where the tree is a copy without .git).
 set -uo pipefail
@@ -84,10 +85,10 @@ skip() {  # skip NAME REASON
     say "$1: skipped: $2"
 }
 
-left() {  # seconds left of the budget after reserving $1 for the steps still to come, at least $2, at most $3
+limit() {  # limit RESERVE FLOOR CAP: the budget's seconds left after RESERVE for later steps, within FLOOR..CAP
     local seconds=$((budget - (SECONDS - started) - $1))
+    ((dry_run || seconds > $3)) && seconds=$3  # a dry run is not fitted into the budget
     ((seconds < $2)) && seconds=$2
-    ((seconds > $3)) && seconds=$3
     echo "$seconds"
 }
 
@@ -114,11 +115,11 @@ if ((!dry_run && !cuda)); then
     exit 2
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi >"$work/logs/nvidia-smi.log" 2>&1
-if ((dry_run)); then
-    profile=smoke limit_tests=1800 limit_bench=1200 require_cuda=0
+if ((dry_run)); then  # on two CPU cores the unit tests and nbval take minutes each: generous limits
+    profile=smoke limit_tests=1800 limit_bench=1200 limit_train=180 require_cuda=0
     say "dry run: CUDA tests skipped where there is no GPU; benchmarks and training in the smoke profile"
 else
-    profile=full limit_tests=150 limit_bench=150 require_cuda=1
+    profile=full limit_tests=150 limit_bench=150 limit_train=180 require_cuda=1
 fi
 cores=$(nproc 2>/dev/null || echo 1)
 
@@ -173,13 +174,15 @@ else
 fi
 
 # --- 3. the benchmarks, alone on the machine --------------------------------------------------------------------
-step bench-sr "$(left 310 60 "$limit_bench")" required "python -m helpers.bench sr --profile $profile" -- \
+# reserves: the later steps' floors (cifar 90 s, training 90 s) and 10 s for the summary
+step bench-sr "$(limit 190 60 "$limit_bench")" required "python -m helpers.bench sr --profile $profile" -- \
     "$python" -m helpers.bench sr --profile "$profile" --json "$work/bench-sr.json"
-step bench-cifar "$(left 190 60 "$limit_bench")" required "python -m helpers.bench cifar --profile $profile" -- \
+step bench-cifar "$(limit 100 90 "$limit_bench")" required "python -m helpers.bench cifar --profile $profile" -- \
     "$python" -m helpers.bench cifar --profile "$profile" --json "$work/bench-cifar.json"
 
 # --- 4. the CIFAR-10 ResNet18 run, time-boxed -------------------------------------------------------------------
-step train-cifar 180 timebox "python -m helpers.train cifar --profile $profile, stopped after 180 s" -- \
+box=$(limit 10 90 "$limit_train")
+step train-cifar "$box" timebox "python -m helpers.train cifar --profile $profile, stopped after $box s" -- \
     "$python" -m helpers.train cifar --profile "$profile" --checkpoint-dir "$work/runs/cifar"
 
 finish

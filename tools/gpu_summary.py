@@ -88,7 +88,8 @@ def notebook_rows(junit: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per notebook from an nbval run's JUnit results (nbval reports each cell as a test)."""
     rows = []
     for source, totals in sorted(junit["by_file"].items()):
-        name = Path(source.replace("::", "/")).name
+        found = re.search(r"([^./\\]+\.ipynb)$", source)  # nbval's class name: notebooks.00_setup.ipynb
+        name = found.group(1) if found else source
         rows.append({"notebook": name, "cells": totals["cells"], "failed_cells": totals["failed"],
                      "seconds": round(totals["seconds"], 1)})  # fmt: skip
     return rows
@@ -219,7 +220,9 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 def _number(value: Any, digits: int = 0) -> str:
     if value is None:
         return "—"
-    return f"{value:,.{digits}f}" if isinstance(value, (int, float)) else str(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.{digits}f}"
 
 
 def bench_table(payload: dict[str, Any]) -> str:
@@ -257,7 +260,7 @@ def markdown(summary: dict[str, Any]) -> str:
               [[s["name"], s["status"], s["seconds"], s["limit_seconds"], s["mode"], s["note"]] for s in summary["steps"]])]  # fmt: skip
     if summary["tests"]:
         rows = [[name, t["passed"], t["failed"], t["errors"], t["skipped"]] for name, t in summary["tests"].items()]
-        lines += ["", "## Tests", "", _table(["run", "passed", "failed", "errors", "skipped"], rows)]
+        lines += ["", "## Tests", "", _table(["run", "passed", "failed", "errors", "skipped"], rows), ""]
         for name, t in summary["tests"].items():
             lines += [f"- {name}: FAILED {failure}" for failure in t["failures"][:20]]
             lines += [f"- {name}: {count} skipped: {reason}" for reason, count in t["skip_reasons"].items()]
@@ -274,8 +277,7 @@ def markdown(summary: dict[str, Any]) -> str:
     if training["history"]:
         keys = [k for k in ("epoch", "train_loss", "top1", "trained_seconds", "optimizer_steps", "skipped_steps")
                 if k in training["history"][0]]  # fmt: skip
-        rows = [[_number(r.get(k), 4 if isinstance(r.get(k), float) and k != "trained_seconds" else 1) for k in keys]
-                for r in training["history"]]  # fmt: skip
+        rows = [[_number(r.get(k), 1 if k == "trained_seconds" else 4) for k in keys] for r in training["history"]]
         lines += [f"{training['epochs_finished']} epoch(s) finished.", "", _table(keys, rows)]
     else:
         lines.append("No epoch finished.")

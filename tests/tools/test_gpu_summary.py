@@ -22,9 +22,9 @@ JUNIT_TESTS = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite na
 <testcase classname="tests.cuda.test_decode" name="test_nvjpeg" time="0.3"><failure message="#x1B[91mmean difference 3.1#x1B[0m&#10;second line">trace</failure></testcase>
 </testsuite></testsuites>"""
 JUNIT_NBVAL = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
-<testcase classname="notebooks/00_setup_and_data.ipynb" name="Cell 0" time="1.5"/>
-<testcase classname="notebooks/00_setup_and_data.ipynb" name="Cell 1" time="2.0"/>
-<testcase classname="notebooks/03_mixed_precision.ipynb" name="Cell 0" time="4.0"/>
+<testcase classname="notebooks.00_setup_and_data.ipynb" name="Cell 0" time="1.5"/>
+<testcase classname="notebooks.00_setup_and_data.ipynb" name="Cell 1" time="2.0"/>
+<testcase classname="notebooks.03_mixed_precision.ipynb" name="Cell 0" time="4.0"/>
 </testsuite></testsuites>"""
 RUNG = {"name": "decoded uint8 cache, batch crops", "samples_per_s": 41234.5, "speedup_vs_first": 52.1,
         "fed_samples_per_s": 20000.0, "pipeline_efficiency": 0.97, "data_wait_ms": 0.3, "compute_ms": 1.2,
