@@ -20,7 +20,8 @@
 #   3. python -m helpers.bench sr and cifar in the full profile, one after the other, alone on the machine
 #   4. python -m helpers.train cifar in the full profile (ResNet18), stopped after 3 minutes (less if the budget
 #      is short) if it has not finished; it checkpoints every epoch: the summary reports the epochs that finished
-# The exit status is 0 when every required step passed. Environment: PYTHON (default python3), GPU_CHECK_COMMIT
+# The exit status is 0 when every required step passed. Environment: PYTHON (default python3), GPU_CHECK_CORES
+# (default: nproc; 8 or more runs the tests and notebooks side by side), GPU_CHECK_COMMIT
 # (the commit to report where the tree is a copy without .git).
 set -uo pipefail
 
@@ -121,7 +122,7 @@ if ((dry_run)); then  # on two CPU cores the unit tests and nbval take minutes e
 else
     profile=full limit_tests=150 limit_bench=150 limit_train=180 require_cuda=1
 fi
-cores=$(nproc 2>/dev/null || echo 1)
+cores=${GPU_CHECK_CORES:-$(nproc 2>/dev/null || echo 1)}
 
 # --- 1. the packages --------------------------------------------------------------------------------------------
 if [[ -n $wheelhouse ]]; then
@@ -159,7 +160,10 @@ nbval=(--nbval-lax --nbval-current-env --nbval-cell-timeout=300)
 notebooks=(notebooks/[0-9][0-9]_*.ipynb)
 if ((cores >= 8)); then  # side by side: the tests check results, not speed
     pytest_step cuda-tests required "the CUDA tests (pytest -m cuda)" tests -m cuda &
-    pytest_step unit-tests optional "the other unit tests (pytest -m 'not cuda')" tests -m "not cuda" &
+    xdist=()  # pytest-xdist, where installed, spreads the CPU-bound unit tests (one file per worker at a time)
+    "$python" -c "import xdist" 2>/dev/null && xdist=(-n 4 --dist loadfile)
+    pytest_step unit-tests optional "the other unit tests (pytest -m 'not cuda' ${xdist[*]})" tests -m "not cuda" \
+        "${xdist[@]}" &
     for group in 0 1 2 3; do
         mine=()
         for index in "${!notebooks[@]}"; do ((index % 4 == group)) && mine+=("${notebooks[index]}"); done
