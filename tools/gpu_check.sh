@@ -136,6 +136,7 @@ if [[ -n $wheelhouse ]]; then
         skip install "$python already has every package the wheelhouse holds that the check needs"
     fi
     export PYTHONPATH="$site:$PYTHONPATH"
+    export JUPYTER_PATH="$site/share/jupyter${JUPYTER_PATH:+:$JUPYTER_PATH}"  # nbconvert's templates
 else
     skip install "no --wheelhouse: using the packages $python has"
 fi
