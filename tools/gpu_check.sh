@@ -45,6 +45,8 @@ while (($#)); do
 done
 [[ -n $out ]] || { echo "gpu_check: name the folder for the summary: tools/gpu_check.sh OUT_DIR" >&2; usage; }
 
+absolute() { [[ -z $1 || $1 == /* ]] && echo "$1" || echo "$PWD/$1"; }  # folders named from the caller's folder
+out=$(absolute "$out") wheelhouse=$(absolute "$wheelhouse") work=$(absolute "$work")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 python=${PYTHON:-python3}
