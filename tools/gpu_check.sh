@@ -165,8 +165,8 @@ if ((cores >= 8)); then  # side by side: the tests check results, not speed
     pytest_step cuda-tests required "the CUDA tests (pytest -m cuda)" tests -m cuda &
     xdist=()  # pytest-xdist, where installed, spreads the CPU-bound unit tests (one file per worker at a time)
     "$python" -c "import xdist" 2>/dev/null && xdist=(-n 4 --dist loadfile)
-    pytest_step unit-tests optional "the other unit tests (pytest -m 'not cuda' ${xdist[*]})" tests -m "not cuda" \
-        "${xdist[@]}" &
+    pytest_step unit-tests optional "the other unit tests (pytest -m 'not cuda'${xdist[*]:+ ${xdist[*]}})" \
+        tests -m "not cuda" "${xdist[@]}" &
     for group in 0 1 2 3; do
         mine=()
         for index in "${!notebooks[@]}"; do ((index % 4 == group)) && mine+=("${notebooks[index]}"); done

@@ -264,12 +264,14 @@ def markdown(summary: dict[str, Any]) -> str:
         for name, t in summary["tests"].items():
             lines += [f"- {name}: FAILED {failure}" for failure in t["failures"][:20]]
             lines += [f"- {name}: {count} skipped: {reason}" for reason, count in t["skip_reasons"].items()]
+        lines.append("")
     if summary["notebooks"]:
         rows = [[n["notebook"], n["cells"], n["failed_cells"], n["seconds"]] for n in summary["notebooks"]]
         lines += ["", "## Notebooks (nbval, smoke profile)", "", _table(["notebook", "cells", "failed", "seconds"], rows)]
     for name, payload in summary["benches"].items():
         label = payload.get("label", name)
-        lines += ["", f"## Benchmark `{name}`, profile {payload.get('profile')}", "", label, "",
+        smoke = " (smoke run: not a measurement)" if payload.get("profile") == "smoke" else ""
+        lines += ["", f"## Benchmark `{name}`, profile {payload.get('profile')}{smoke}", "", label, "",
                   f"Data: {payload.get('data', '?')}", "", bench_table(payload)]  # fmt: skip
     training = summary["training"]
     lines += ["", "## CIFAR-10 training run (ResNet18), time-boxed", ""]
