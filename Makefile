@@ -11,7 +11,7 @@ CHROMIUM ?= /usr/bin/chromium
 # JupyterLab refuses to start as root unless told; containers often run as root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-lab test-colab lab env sync-notebooks clean
+.PHONY: course test test-gpu test-lab test-colab lab env sync-notebooks clean
 
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
 	$(BIN)/python -m helpers.course.report --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
@@ -31,6 +31,10 @@ lab: $(STAMP)  ## JupyterLab with this environment's kernel, at the repository r
 
 sync-notebooks: $(STAMP)  ## write the Colab badge and setup cell into every notebook from COURSE_REPOSITORY
 	$(BIN)/python tools/sync_notebooks.py
+
+test-gpu: $(STAMP)  ## on a GPU machine: the unit tests with the CUDA ones required (not skipped) + nbval over every notebook, smoke profile, CUDA visible
+	COURSE_REQUIRE_CUDA=1 COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
+		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
 
 env: $(STAMP)
 

@@ -1,8 +1,10 @@
-"""Shared fixtures: a loopback HTTP server that serves archives the tests build, with Range and cut-short transfers."""
+"""Shared fixtures: a loopback HTTP server that serves archives the tests build, with Range and cut-short transfers;
+and the `cuda` marker: CUDA tests run by default where a GPU is visible and are skipped, with the reason, elsewhere."""
 
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +16,40 @@ from PIL import Image
 from skimage import data as skdata
 
 from helpers.sr_data import bicubic_downscale
+
+REQUIRE_CUDA_ENV_VAR = "COURSE_REQUIRE_CUDA"  # 1: a missing GPU stops the run instead of skipping the CUDA tests
+
+
+def cuda_missing_reason() -> str | None:
+    """Why the CUDA tests cannot run here, or None when a CUDA device is visible."""
+    if torch.cuda.is_available():
+        return None
+    if torch.version.cuda is None:
+        return f"CUDA is not available: torch {torch.__version__} is a CPU-only build"
+    return f"CUDA is not available: torch {torch.__version__} (built for CUDA {torch.version.cuda}) sees no GPU"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "cuda: needs a CUDA GPU; runs by default where one is visible, skipped with the reason elsewhere "
+        f"({REQUIRE_CUDA_ENV_VAR}=1 makes a missing GPU an error: make test-gpu sets it)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = cuda_missing_reason()
+    cuda_items = [item for item in items if item.get_closest_marker("cuda") is not None]
+    if reason is None or not cuda_items:
+        return
+    if os.environ.get(REQUIRE_CUDA_ENV_VAR) == "1":
+        raise pytest.UsageError(
+            f"{REQUIRE_CUDA_ENV_VAR}=1 asks for the {len(cuda_items)} CUDA tests to run, but {reason}. Run on a "
+            f"machine with an NVIDIA GPU and a CUDA build of torch, or unset {REQUIRE_CUDA_ENV_VAR} to skip them."
+        )
+    skip = pytest.mark.skip(reason=f"{reason}; the CUDA tests run where a GPU is visible (make test-gpu)")
+    for item in cuda_items:
+        item.add_marker(skip)
 
 
 class LoopbackServer:

@@ -80,7 +80,10 @@ def test_a_piece_copies_with_the_files_its_docstring_names(module, tmp_path):
     )
     data = tmp_path / "data"
     data.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # hide the course's folder (the script also blocks `import helpers`); keep other entries, such as packages
+    # installed with pip --target as tools/gpu_check.sh installs them
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and not (Path(p) / "helpers").is_dir()]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     result = subprocess.run([sys.executable, str(script), str(data)], cwd=script.parent, env=env,
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]

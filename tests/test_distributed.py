@@ -95,7 +95,9 @@ def test_ddp_matches_one_process_on_the_combined_batch(two_ranks):
 
 
 def test_torchrun_trains_with_two_processes(tmp_path):
-    env = {**os.environ, "COURSE_DATA_DIR": str(tmp_path / "data"), "COURSE_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    # CPU and gloo even on a GPU machine: two ranks on one GPU would ask for a second device (tests/cuda has NCCL)
+    env = {**os.environ, "COURSE_DATA_DIR": str(tmp_path / "data"), "COURSE_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                "-m", "helpers.train", "cifar", "--profile", "smoke", "--checkpoint-dir", str(tmp_path / "run")]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

@@ -1,0 +1,364 @@
+"""The GPU check's report: one JSON and one markdown summary of what tools/gpu_check.sh ran, on which machine, at
+which commit, with every table; and publishing a summary under results/, which is the only way a GPU number may
+enter this repository (the README's GPU table is made from such a file).
+
+    python tools/gpu_summary.py write --work WORK --out OUT [--dry-run] [--wall SECONDS]
+        read what the check left in WORK (steps.tsv, JUnit XML, bench JSON, training history) and write
+        OUT/summary.json and OUT/summary.md; exit status 1 when a required step failed or did not finish
+    python tools/gpu_summary.py publish OUT [--results results/]
+        copy OUT/summary.{json,md} to results/<gpu>-<date>.{json,md}; refused for a dry run (no GPU numbers)
+    python tools/gpu_summary.py readme-table results/<gpu>-<date>.json
+        the markdown table for the README's Results section, taken from that file
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # nbval colours its messages (JUnit XML spells ESC "#x1B")
+STEP_FIELDS = ("name", "status", "exit_code", "seconds", "limit_seconds", "mode", "note")
+# required: must pass; optional: a failure counts, running out of time does not; timebox: stopping at the limit
+# is the plan (the training run), and what finished before it is the result
+MODES = ("required", "optional", "timebox")
+
+
+# --- reading what the check left -----------------------------------------------------------------------------------
+
+
+def read_steps(path: Path) -> list[dict[str, Any]]:
+    """The steps gpu_check.sh recorded, one tab-separated line each, in the order they finished."""
+    steps = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        values = line.split("\t")
+        if len(values) != len(STEP_FIELDS):
+            raise ValueError(f"{path}: a step line has {len(values)} fields, expected {len(STEP_FIELDS)}: {line!r}")
+        step = dict(zip(STEP_FIELDS, values))
+        step["exit_code"] = int(step["exit_code"]) if step["exit_code"] else None
+        step["seconds"], step["limit_seconds"] = int(step["seconds"]), int(step["limit_seconds"])
+        steps.append(step)
+    return steps
+
+
+def read_junit(path: Path) -> dict[str, Any]:
+    """Counts, failures (test and first message line) and skip reasons of one pytest run's JUnit XML."""
+    root = ElementTree.parse(path).getroot()
+    cases = root.iter("testcase")
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    failures: list[str] = []
+    skips: dict[str, int] = {}
+    by_file: dict[str, dict[str, Any]] = {}
+    for case in cases:
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        outcome = "passed"
+        for tag in ("failure", "error", "skipped"):
+            found = case.find(tag)
+            if found is not None:
+                outcome = {"failure": "failed", "error": "errors", "skipped": "skipped"}[tag]
+                message = ANSI.sub("", found.get("message") or found.text or "").strip().splitlines()
+                if tag == "skipped":
+                    reason = message[0] if message else "no reason given"
+                    skips[reason] = skips.get(reason, 0) + 1
+                else:
+                    failures.append(f"{name}: {message[0] if message else tag}"[:300])
+                break
+        counts[outcome] += 1
+        source = by_file.setdefault(case.get("file") or case.get("classname", ""), {"cells": 0, "failed": 0, "seconds": 0.0})
+        source["cells"] += 1
+        source["failed"] += outcome in ("failed", "errors")
+        source["seconds"] += float(case.get("time") or 0)
+    return {**counts, "failures": failures, "skip_reasons": skips, "by_file": by_file}
+
+
+def notebook_rows(junit: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per notebook from an nbval run's JUnit results (nbval reports each cell as a test)."""
+    rows = []
+    for source, totals in sorted(junit["by_file"].items()):
+        found = re.search(r"([^./\\]+\.ipynb)$", source)  # nbval's class name: notebooks.00_setup.ipynb
+        name = found.group(1) if found else source
+        rows.append({"notebook": name, "cells": totals["cells"], "failed_cells": totals["failed"],
+                     "seconds": round(totals["seconds"], 1)})  # fmt: skip
+    return rows
+
+
+def read_training(folder: Path, log: Path | None) -> dict[str, Any]:
+    """What a (possibly time-boxed) training run finished: its history.json epochs and its log's headline lines."""
+    history_path = folder / "history.json"
+    history = json.loads(history_path.read_text()) if history_path.is_file() else []
+    lines = log.read_text(errors="replace").splitlines() if log is not None and log.is_file() else []
+    keep = ("precision:", "[smoke run", "ResNet18", "small CNN", "stand-in", "CIFAR-10", "after ", "interrupted")
+    headline = [line.strip() for line in lines if line.strip().startswith(keep) or "process(es)" in line][:8]
+    epochs = [{k: v for k, v in record.items() if not k.startswith("per_image")} for record in history]
+    return {"epochs_finished": len(history), "history": epochs, "log": headline}
+
+
+# --- the machine -------------------------------------------------------------------------------------------------
+
+
+def _run(command: list[str]) -> str | None:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def machine() -> dict[str, Any]:
+    """The GPU (name, driver, memory, capability), the software (torch, CUDA, cuDNN, ...) and the host's size."""
+    import torch  # the summary still reads its inputs on a machine where torch is broken: import it here
+
+    info: dict[str, Any] = {
+        "gpu": None, "driver": None, "gpu_memory_gib": None, "cuda_capability": None, "gpu_count": 0,
+        "torch": torch.__version__, "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "torchvision": _version("torchvision"), "kornia": _version("kornia"), "nbval": _version("nbval"),
+        "python": platform.python_version(), "platform": platform.platform(terse=True),
+        "cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+    }  # fmt: skip
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1), gpu_count=torch.cuda.device_count(),
+                    cuda_capability=f"{props.major}.{props.minor}")  # fmt: skip
+        smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        info["driver"] = smi.splitlines()[0].strip() if smi else None
+    return info
+
+
+def commit() -> dict[str, Any]:
+    """The commit checked (GPU_CHECK_COMMIT overrides, for copies of the tree without .git) and whether it was dirty."""
+    given = os.environ.get("GPU_CHECK_COMMIT", "").strip()
+    if given:
+        return {"commit": given, "dirty": None, "source": "GPU_CHECK_COMMIT"}
+    head = _run(["git", "-C", str(REPO), "rev-parse", "HEAD"])
+    status = _run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"])
+    return {"commit": head, "dirty": bool(status) if head else None, "source": "git" if head else "unknown"}
+
+
+def slug(text: str) -> str:
+    """A file-name-safe lower-case form: 'NVIDIA H200' -> 'nvidia-h200'."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+# --- the summary -------------------------------------------------------------------------------------------------
+
+
+def collect(work: Path, *, dry_run: bool, wall_seconds: int | None, host: dict[str, Any]) -> dict[str, Any]:
+    """Everything the check ran, as one JSON-ready dict."""
+    steps = read_steps(work / "steps.tsv")
+    tests, notebooks = {}, []
+    for step in steps:
+        junit = work / f"junit-{step['name']}.xml"
+        if not junit.is_file():
+            continue
+        results = read_junit(junit)
+        if step["name"].startswith("nbval"):
+            notebooks += notebook_rows(results)
+        results.pop("by_file")
+        tests[step["name"]] = results
+    benches = {}
+    for name in ("sr", "cifar"):
+        path = work / f"bench-{name}.json"
+        if path.is_file():
+            benches[name] = json.loads(path.read_text())
+    training = read_training(work / "runs" / "cifar", work / "logs" / "train-cifar.log")
+    date = datetime.now(timezone.utc)
+    summary = {
+        "what": "feeding-the-gpu GPU check (tools/gpu_check.sh)",
+        "dry_run": dry_run,
+        "date": date.isoformat(timespec="seconds"),
+        **commit(),
+        "machine": host,
+        "wall_seconds": wall_seconds,
+        "data": "offline stand-ins (scikit-image photographs in the BSDS300 and CIFAR-10 formats): no result here "
+        "is a BSD100 or CIFAR-10 result",
+        "steps": steps,
+        "tests": tests,
+        "notebooks": notebooks,
+        "benches": benches,
+        "training": training,
+        "verdict": verdict(steps),
+        "publish_as": None if dry_run or not host.get("gpu") else f"{slug(host['gpu'])}-{date:%Y-%m-%d}",
+    }
+    return summary
+
+
+def verdict(steps: list[dict[str, Any]]) -> str:
+    """'passed' when every required step passed, no step failed and no optional step timed out into a failure."""
+    bad = [s["name"] for s in steps if s["status"] == "failed"
+           or (s["status"] == "timed-out" and s["mode"] == "required")]  # fmt: skip
+    return "passed" if not bad else f"failed: {', '.join(bad)}"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _number(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.{digits}f}"
+
+
+def bench_table(payload: dict[str, Any]) -> str:
+    """A loader ladder's rungs as a markdown table, peak GPU memory included."""
+    rows = [[r["name"], _number(r["samples_per_s"]), _number(r.get("speedup_vs_first"), 1),
+             _number(r["fed_samples_per_s"]), _number(r["pipeline_efficiency"], 2), _number(r["data_wait_ms"], 1),
+             _number(r["compute_ms"], 1), _number(r.get("peak_device_mib")), _number(r.get("peak_rss_mib"))]
+            for r in payload["rungs"]]  # fmt: skip
+    header = ["rung", "loader samples/s", "× first", "fed samples/s", "efficiency", "data-wait ms", "compute ms",
+              "peak GPU MiB", "peak RSS MiB"]  # fmt: skip
+    return _table(header, rows)
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The summary as a markdown page: what ran where, then every table."""
+    host = summary["machine"]
+    gpu = f"{host['gpu']} ({host['gpu_memory_gib']} GiB, capability {host['cuda_capability']}, driver {host['driver']})"
+    title = "GPU check, dry run without CUDA" if summary["dry_run"] else f"GPU check on {host['gpu']}"
+    dirty = {True: " (with uncommitted changes)", False: "", None: ""}[summary["dirty"]]
+    lines = [
+        f"# {title}, {summary['date'][:10]}",
+        "",
+        f"- **Where**: {gpu if host['gpu'] else 'no CUDA device (CPU only)'}; {host['cpu_cores']} CPU cores, "
+        f"{host['memory_gib']} GiB RAM; {host['platform']}, Python {host['python']}",
+        f"- **Software**: torch {host['torch']} (CUDA {host['cuda']}, cuDNN {host['cudnn']}), torchvision "
+        f"{host['torchvision']}, kornia {host['kornia']}, nbval {host['nbval']}",
+        f"- **Commit**: {summary['commit'] or 'unknown'}{dirty}; date {summary['date']}",
+        f"- **Data**: {summary['data']}",
+        f"- **Wall time**: {_number(summary['wall_seconds'])} s; **verdict**: {summary['verdict']}",
+    ]
+    if summary["dry_run"]:
+        lines.append("- **Dry run**: CUDA was absent, so the CUDA tests were skipped and the benchmarks and the "
+                     "training ran in the smoke profile: **no number below is a GPU measurement**.")  # fmt: skip
+    lines += ["", "## Steps", "", _table(["step", "status", "seconds", "limit s", "mode", "what"],
+              [[s["name"], s["status"], s["seconds"], s["limit_seconds"], s["mode"], s["note"]] for s in summary["steps"]])]  # fmt: skip
+    if summary["tests"]:
+        rows = [[name, t["passed"], t["failed"], t["errors"], t["skipped"]] for name, t in summary["tests"].items()]
+        lines += ["", "## Tests", "", _table(["run", "passed", "failed", "errors", "skipped"], rows), ""]
+        for name, t in summary["tests"].items():
+            lines += [f"- {name}: FAILED {failure}" for failure in t["failures"][:20]]
+            lines += [f"- {name}: {count} skipped: {reason}" for reason, count in t["skip_reasons"].items()]
+        lines.append("")
+    if summary["notebooks"]:
+        rows = [[n["notebook"], n["cells"], n["failed_cells"], n["seconds"]] for n in summary["notebooks"]]
+        lines += ["", "## Notebooks (nbval, smoke profile)", "", _table(["notebook", "cells", "failed", "seconds"], rows)]
+    for name, payload in summary["benches"].items():
+        label = payload.get("label", name)
+        smoke = " (smoke run: not a measurement)" if payload.get("profile") == "smoke" else ""
+        lines += ["", f"## Benchmark `{name}`, profile {payload.get('profile')}{smoke}", "", label, "",
+                  f"Data: {payload.get('data', '?')}", "", bench_table(payload)]  # fmt: skip
+    training = summary["training"]
+    lines += ["", "## CIFAR-10 training run (ResNet18), time-boxed", ""]
+    lines += [f"    {line}" for line in training["log"]] + [""]
+    if training["history"]:
+        keys = [k for k in ("epoch", "train_loss", "top1", "trained_seconds", "optimizer_steps", "skipped_steps")
+                if k in training["history"][0]]  # fmt: skip
+        rows = [[_number(r.get(k), 1 if k == "trained_seconds" else 4) for k in keys] for r in training["history"]]
+        lines += [f"{training['epochs_finished']} epoch(s) finished.", "", _table(keys, rows)]
+    else:
+        lines.append("No epoch finished.")
+    return "\n".join(lines) + "\n"
+
+
+def write(work: Path, out: Path, *, dry_run: bool, wall_seconds: int | None) -> dict[str, Any]:
+    """Write OUT/summary.json and OUT/summary.md from WORK; return the summary."""
+    summary = collect(work, dry_run=dry_run, wall_seconds=wall_seconds, host=machine())
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "summary.md").write_text(markdown(summary))
+    return summary
+
+
+def publish(out: Path, results: Path) -> list[Path]:
+    """Copy a GPU check's summary into results/ under its GPU-and-date name; refuse a dry run's."""
+    summary = json.loads((out / "summary.json").read_text())
+    if summary["dry_run"] or not summary.get("publish_as"):
+        raise ValueError(f"{out / 'summary.json'} is from a dry run without a GPU: it holds no GPU number to publish")
+    results.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for suffix in (".json", ".md"):
+        target = results / f"{summary['publish_as']}{suffix}"
+        shutil.copyfile(out / f"summary{suffix}", target)
+        copied.append(target)
+    return copied
+
+
+def readme_table(path: Path) -> str:
+    """The README's GPU results table, every number taken from one published summary, which it names."""
+    summary = json.loads(path.read_text())
+    host = summary["machine"]
+    rows = []
+    for name, payload in summary["benches"].items():
+        for rung in payload["rungs"]:
+            rows.append([f"{name} ladder: {rung['name']}", f"{_number(rung['samples_per_s'])} samples/s alone, "
+                         f"{_number(rung['fed_samples_per_s'])} fed (efficiency {_number(rung['pipeline_efficiency'], 2)}), "
+                         f"peak GPU {_number(rung.get('peak_device_mib'))} MiB"])  # fmt: skip
+    history = summary["training"]["history"]
+    if history:
+        last = history[-1]
+        rows.append(["ResNet18 on the CIFAR-10 stand-in, full profile, time-boxed to 3 min",
+                     f"{summary['training']['epochs_finished']} epochs in {_number(last.get('trained_seconds'))} s, "
+                     f"top-1 {_number(100 * last['top1'], 1) if 'top1' in last else '—'}% on the stand-in"])  # fmt: skip
+    caption = (f"From `tools/gpu_check.sh` on {host['gpu']} (driver {host['driver']}, torch {host['torch']}, "
+               f"{host['cpu_cores']} CPU cores), commit {str(summary['commit'])[:12]}, {summary['date'][:10]}, offline "
+               f"stand-ins, so none of these is a BSD100 or CIFAR-10 result. File: `{path.as_posix()}`.")  # fmt: skip
+    return caption + "\n\n" + _table(["what (GPU)", "measured"], rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("write", help="write OUT/summary.json and OUT/summary.md")
+    w.add_argument("--work", type=Path, required=True)
+    w.add_argument("--out", type=Path, required=True)
+    w.add_argument("--dry-run", action="store_true")
+    w.add_argument("--wall", type=int, default=None, help="the check's wall time, seconds")
+    p = sub.add_parser("publish", help="copy OUT/summary.* to results/<gpu>-<date>.*")
+    p.add_argument("out", type=Path)
+    p.add_argument("--results", type=Path, default=REPO / "results")
+    r = sub.add_parser("readme-table", help="the README's GPU table from a published summary")
+    r.add_argument("summary", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "write":
+        summary = write(args.work, args.out, dry_run=args.dry_run, wall_seconds=args.wall)
+        print(f"gpu_summary: {args.out / 'summary.md'}: {summary['verdict']}")
+        if summary["publish_as"]:
+            print(f"gpu_summary: to publish: python tools/gpu_summary.py publish {args.out}")
+        return 0 if summary["verdict"] == "passed" else 1
+    if args.command == "publish":
+        for path in publish(args.out, args.results):
+            print(f"gpu_summary: wrote {path}")
+        return 0
+    print(readme_table(args.summary), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
