@@ -108,13 +108,15 @@ def train_one_epoch(
     *,
     replay_rng: dict[str, Any] | None = None,
     max_steps: int | None = None,
+    time_limit_s: float | None = None,
     after_step: Callable[[int], None] | None = None,
     bar: Any = None,
 ) -> list[float]:
     """One pass over `loader`, each batch through `step`; returns the losses.
 
     The first `state.batch_in_epoch` batches are drawn and skipped (a resumed epoch replays its draws), then the
-    global RNGs are set to `replay_rng`. `state.resume_point` follows every completed optimizer step.
+    global RNGs are set to `replay_rng`. `state.resume_point` follows every completed optimizer step. The epoch ends
+    early after `max_steps` micro-batches in all, or `time_limit_s` seconds of training in all.
     """
     sampler = getattr(loader, "sampler", None)
     if hasattr(sampler, "set_epoch"):
@@ -140,6 +142,8 @@ def train_one_epoch(
                 after_step(step.micro_batches)
             if max_steps is not None and step.micro_batches >= max_steps:
                 break
+            if time_limit_s is not None and state.trained_seconds + time.perf_counter() - started >= time_limit_s:
+                break
         step.flush()
         if step.device.type == "cuda":
             torch.cuda.synchronize(step.device)
@@ -151,6 +155,19 @@ def train_one_epoch(
 def _write(folder: Path, state: TrainState, *, model: nn.Module, step: TrainStep, scheduler: Any) -> None:
     save_training_state(folder, state, model=model, step=step, scheduler=scheduler)
     write_text_atomically(folder / HISTORY_NAME, json.dumps(state.history, indent=2))
+
+
+def _close_epoch(
+    state: TrainState, step: TrainStep, losses: list[float], context: DistributedContext, *,
+    evaluate: Callable[[nn.Module], dict[str, float]] | None, model: nn.Module, bar: Any,
+) -> None:  # fmt: skip
+    """Record the finished epoch in the history (evaluated when `evaluate` is given) and move the state past it."""
+    record = _epoch_record(state, step, losses, context)
+    if evaluate is not None:
+        record.update(evaluate(unwrap_model(model)))
+    state.history.append(record)
+    bar.set_postfix({k: round(v, 4) for k, v in record.items() if isinstance(v, float)}, refresh=False)
+    state.epoch, state.batch_in_epoch, state.resume_point = state.epoch + 1, 0, None
 
 
 def _epoch_record(state: TrainState, step: TrainStep, losses: list[float], context: DistributedContext) -> dict:
@@ -178,18 +195,21 @@ def fit(
     checkpoint_dir: str | os.PathLike | None = None,
     resume: bool = False,
     max_steps: int | None = None,
+    time_limit_s: float | None = None,
     after_step: Callable[[int], None] | None = None,
     progress: bool = True,
     context: DistributedContext | None = None,
 ) -> list[dict[str, Any]]:
-    """Train for `epochs` passes over `loader` (or `max_steps` micro-batches), evaluating every `eval_every` epochs,
-    checkpointing every epoch and on Ctrl-C, resuming exactly; return the history (also in `history.json`).
+    """Train `epochs` passes over `loader` (at most `max_steps` micro-batches, `time_limit_s` seconds of training),
+    evaluating every `eval_every` epochs, checkpointing every epoch and on Ctrl-C, resuming exactly; return the history.
 
     Exact resumption needs a loader whose randomness comes from its `generator` attribute and the global RNGs (the
     loaders in loading.py and sr_cache.py do). Under torchrun pass the DDP-wrapped model and the context: only rank
-    0 writes, losses and metrics are averaged over ranks, and a DistributedSampler is told the epoch.
+    0 writes, losses and metrics are averaged over ranks, a DistributedSampler is told the epoch, and only
+    `max_steps` ends a run early (ranks must stop together).
     """
     context = context or DistributedContext(device=step.device)
+    time_limit_s = None if context.enabled else time_limit_s  # ranks timing themselves could stop apart: hang
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
     writes = folder is not None and context.is_main
     if resume and folder is None:
@@ -201,18 +221,15 @@ def fit(
     total = max_steps if max_steps is not None else epochs * len(loader)
     bar = tqdm(total=total, initial=step.micro_batches, desc="train", unit="step", disable=not (progress and context.is_main))
     try:
-        while state.epoch < epochs and (max_steps is None or step.micro_batches < max_steps):
+        while state.epoch < epochs and (max_steps is None or step.micro_batches < max_steps) and (
+            time_limit_s is None or state.trained_seconds < time_limit_s
+        ):
             losses = train_one_epoch(model, loader, step, state, replay_rng=replay_rng, max_steps=max_steps,
-                                     after_step=after_step, bar=bar)  # fmt: skip
+                                     time_limit_s=time_limit_s, after_step=after_step, bar=bar)  # fmt: skip
             replay_rng = None
-            record = _epoch_record(state, step, losses, context)
-            if evaluate is not None and ((state.epoch + 1) % eval_every == 0 or state.epoch + 1 == epochs):
-                record.update(evaluate(unwrap_model(model)))
-            state.history.append(record)
-            bar.set_postfix({k: round(v, 4) for k, v in record.items() if isinstance(v, float)}, refresh=False)
-            state.epoch, state.batch_in_epoch, state.resume_point = state.epoch + 1, 0, None
+            due = evaluate is not None and ((state.epoch + 1) % eval_every == 0 or state.epoch + 1 == epochs)
+            _close_epoch(state, step, losses, context, evaluate=evaluate if due else None, model=model, bar=bar)
             state.loader_generator = generator.get_state() if generator is not None else None  # the next epoch's
-
             if writes:
                 _write(folder, state, model=model, step=step, scheduler=scheduler)
     except KeyboardInterrupt:

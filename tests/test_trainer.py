@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 import torch
@@ -109,3 +110,21 @@ def test_more_epochs_after_a_finished_run_continue_the_loader_stream(tmp_path):
     resumed = run(tmp_path / "split", 3, resume=True)
     for a, b in zip(straight.parameters(), resumed.parameters()):
         torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_a_time_limit_ends_training_when_the_budget_is_spent(tmp_path):
+    """A run sized for a faster machine still stops at its budget: the time limit ends the epoch and the run."""
+    torch.manual_seed(0)
+    images = torch.randint(0, 256, (40, 3, 32, 32), dtype=torch.uint8)
+    loader = DeviceTensorLoader(images, torch.randint(0, 10, (40,)), batch_size=4, seed=0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
+
+    def slow_loss(outputs, targets):
+        time.sleep(0.05)  # a step of at least 50 ms
+        return nn.functional.cross_entropy(outputs, targets)
+
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=1e-3), slow_loss, device="cpu",
+                     batch_transform=lambda x: x.float() / 255)  # fmt: skip
+    history = fit(model, loader, step, epochs=100, time_limit_s=0.3, progress=False)
+    assert 3 <= step.micro_batches < 20 and len(history) == 1  # 100 epochs of 10 steps were asked for
+    assert 0.3 <= history[-1]["trained_seconds"] < 1.5

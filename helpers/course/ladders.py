@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from ..cifar import cifar10_class_names, load_cifar10
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
-from ..measure import PipelineProbe, batch_that_fits, count_samples, diagnose_pipeline, steps_in_budget
+from ..measure import PipelineProbe, batch_that_fits, count_samples, diagnose_pipeline, seconds_per_call, steps_in_budget
 from ..models import ESPCN, SmallConvNet, cifar_resnet18
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
@@ -118,9 +119,11 @@ class _Turn:
 
 
 def _build(rung: Rung, device: torch.device, turn_s: float) -> _Turn:
-    """Build a rung's loader and model, warm them up, and size its turn to about `turn_s` seconds."""
+    """Build a rung's loader and model, warm them up, and size its turn to about `turn_s` seconds (at least one
+    loader batch and one fed and one pre-made step: a rung slower than that takes longer, and the round count gives)."""
     torch.manual_seed(0)
-    probe = PipelineProbe(rung.build(), rung.make_step(rung.model().to(device)), device, warmup=max(2, rung.workers))
+    probe = PipelineProbe(rung.build(), rung.make_step(rung.model().to(device)), device, premade=2,
+                          warmup=max(1, rung.workers))  # fmt: skip
     seconds_per_batch = 1 / probe.loader_block(1) * count_samples(probe.batches[0])
     seconds_per_pair = (1 / probe.fed_block(1) + 1 / probe.premade_block(1)) * count_samples(probe.batches[0])
     probe.alone.clear(), probe.fed.clear(), probe.ideal.clear(), probe.waits.clear(), probe.computes.clear()
@@ -128,20 +131,31 @@ def _build(rung: Rung, device: torch.device, turn_s: float) -> _Turn:
                  steps_in_budget(2 * turn_s / 3, seconds_per_pair, maximum=100))  # fmt: skip
 
 
-def run_ladder(rungs: list[Rung], *, device: torch.device, rounds: int, turn_s: float) -> list[dict[str, Any]]:
-    """Measure every rung side by side: all rungs are built, then `rounds` rounds give each rung a turn of about
+def _take_turn(turn: _Turn) -> None:
+    for _ in range(turn.rung.prefetched):  # batches made while other rungs ran are not this turn's work
+        next(turn.probe.source)
+    turn.probe.loader_block(turn.loader_batches)
+    turn.probe.fed_block(turn.steps)
+    turn.probe.premade_block(turn.steps)
+
+
+def run_ladder(
+    rungs: list[Rung], *, device: torch.device, rounds: int, turn_s: float
+) -> tuple[list[dict[str, Any]], str]:
+    """Measure every rung side by side: all rungs are built, then up to `rounds` rounds give each rung a turn of about
     `turn_s` seconds (the loader alone, then fed and pre-made steps), the order rotating each round. A burst of load
-    on the machine therefore hits every rung alike; each number is a median over rounds, with its range."""
+    on the machine therefore hits every rung alike; each number is a median over rounds, with its range. Rounds stop
+    once the next one would pass the budget (rounds x rungs x turn_s). Returns the rows and a line saying how long
+    building and measuring took."""
+    started = time.perf_counter()
     turns = [_build(rung, device, turn_s) for rung in tqdm(rungs, desc="building rungs", unit="rung")]
+    built, budget, done = time.perf_counter(), rounds * len(rungs) * turn_s, 0
     with tqdm(total=rounds * len(turns), desc="ladder rounds", unit="turn") as bar:
-        for round_index in range(rounds):
-            for turn in turns[round_index % len(turns):] + turns[: round_index % len(turns)]:
-                for _ in range(turn.rung.prefetched):  # batches made while other rungs ran are not this turn's work
-                    next(turn.probe.source)
-                turn.probe.loader_block(turn.loader_batches)
-                turn.probe.fed_block(turn.steps)
-                turn.probe.premade_block(turn.steps)
+        while done < rounds and (done == 0 or (time.perf_counter() - built) * (done + 1) / done <= budget):
+            for turn in turns[done % len(turns):] + turns[: done % len(turns)]:
+                _take_turn(turn)
                 bar.update(1)
+            done += 1
     rows = [_row(turn) for turn in turns]
     for turn in turns:
         cleanup = getattr(getattr(turn.probe.source.loader, "dataset", None), "cleanup", None)
@@ -149,7 +163,9 @@ def run_ladder(rungs: list[Rung], *, device: torch.device, rounds: int, turn_s: 
             cleanup()
     for row in rows:
         row["speedup_vs_first"] = row["samples_per_s"] / rows[0]["samples_per_s"]
-    return rows
+    timing = (f"building and warming up the rungs took {built - started:.0f} s; {done} of {rounds} rounds took "
+              f"{time.perf_counter() - built:.0f} s (budget {budget:.0f} s)")  # fmt: skip
+    return rows, timing
 
 
 def _row(turn: _Turn) -> dict[str, Any]:
@@ -250,9 +266,11 @@ def sr_ladder(
     ]  # fmt: skip
 
 
-def seed_post_batch(model: Callable[[], nn.Module], *, device: torch.device, wanted: int) -> tuple[int, str]:
-    """The batch the post's 224-px pipeline can train at here: one step measured, scaled to the free memory, halved
-    on a CUDA out-of-memory error."""
+def seed_post_batch(
+    model: Callable[[], nn.Module], *, device: torch.device, wanted: int, step_s: float | None = None
+) -> tuple[int, str]:
+    """The batch the post's 224-px pipeline can train at here: one step measured, scaled to the free memory (halved
+    on a CUDA out-of-memory error) and, with `step_s`, to a step of at most that many seconds."""
     torch.manual_seed(0)
     step = classification_train_step(model().to(device))
 
@@ -260,7 +278,13 @@ def seed_post_batch(model: Callable[[], nn.Module], *, device: torch.device, wan
         images = torch.randn(batch, 3, 224, 224, device=device)
         step((images, torch.randint(0, 10, (batch,), device=device)))
 
-    return batch_that_fits(run, wanted=wanted, device=device)
+    batch, why = batch_that_fits(run, wanted=wanted, device=device)
+    if step_s is not None:
+        per_image = seconds_per_call(lambda: run(2), calls=1, device=device) / 2
+        if per_image * batch > step_s:
+            batch = max(1, int(step_s / per_image))
+            why += f"; {per_image:.2f} s per image per step, so batch {batch} for steps of about {step_s:g} s"
+    return batch, why
 
 
 def cifar_ladder(
@@ -323,7 +347,8 @@ def _sr_command(args: argparse.Namespace, profile: Profile, device: torch.device
     workers = max(1, min(8, usable_cpu_count()))
     rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=args.scale, hr_crop=args.hr_crop,
                       workers=workers)  # fmt: skip
-    rows = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
+    rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
+    print(timing)
     label = (
         f"SR ladder, x{args.scale}, {args.hr_crop}-px HR crops, batch {batch_size}, {len(paths)} images of "
         f"{source.name}, ESPCN training step, profile {profile.name}"
@@ -342,11 +367,12 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
     use_resnet = profile.cifar_ladder_model == "resnet18"
     batch_size = args.batch_size or profile.cifar_ladder_batch
     model = cifar_resnet18 if use_resnet else (lambda: SmallConvNet(width=16))
-    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size)
+    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3)
     print(f"the post's 224-px rung: {why}")
     rungs = cifar_ladder(images, labels, image_folder=folder, device=device, batch_size=batch_size,
                          seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()))  # fmt: skip
-    rows = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
+    rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
+    print(timing)
     label = (
         f"CIFAR ladder, batch {batch_size}, {len(images)} images of {source.name}, "
         f"{'ResNet18 (CIFAR stem)' if use_resnet else 'small CNN (width 16)'} training step, profile {profile.name}"

@@ -48,6 +48,7 @@ class Recipe:
     evaluate: Callable[[nn.Module], dict[str, Any]]
     epochs: int
     steps: int  # optimizer steps in all (the last epoch may stop early)
+    time_limit_s: float | None  # the training budget, enforced: training stops there even if steps remain
     precision: PrecisionChoice
     plan: str  # how the run was sized: the budget, the measured step time and the steps that fit
     data: str
@@ -59,15 +60,15 @@ def plan_run(
     model: nn.Module, example: tuple[torch.Tensor, torch.Tensor], *, loss_fn: Callable, device: torch.device,
     budget_s: float | None, max_steps: int, channels_last: bool = False, context: DistributedContext | None = None,
 ) -> tuple[PrecisionChoice, int, str]:  # fmt: skip
-    """Choose the precision by measurement, then the number of steps that fit `budget_s` of training (90% of it, so a
-    slower stretch still fits); under DDP every rank takes rank 0's plan, so all ranks agree."""
+    """Choose the precision by measurement, then the number of steps that fit `budget_s` of training (85% of it, so a
+    slower stretch still fits; `fit` stops at the budget in any case); under DDP every rank takes rank 0's plan."""
     choice = fastest_precision(model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)
     if budget_s is None:
         plan = (choice, max_steps, f"{max_steps} steps (fixed in this profile)")
     else:
         seconds = choice.step_ms.get(choice.precision, 0) / 1000 or _seconds_per_step(
             model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)  # fmt: skip
-        steps = steps_in_budget(0.9 * budget_s, seconds, minimum=2, maximum=max_steps)
+        steps = steps_in_budget(0.85 * budget_s, seconds, minimum=2, maximum=max_steps)
         plan = (choice, steps, f"budget {budget_s:.0f} s of training: {1000 * seconds:.0f} ms per step measured here, "
                                f"so {steps} steps" + (" (the profile's cap)" if steps == max_steps else ""))  # fmt: skip
     if context is not None and context.enabled:
@@ -120,7 +121,8 @@ def sr_recipe(
         ),
         model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=nn.L1Loss(),
         evaluate=lambda m: evaluate_sr(m, test, scale=scale, device=device, context=context),
-        epochs=math.ceil(total / per_epoch), steps=total, precision=precision, plan=plan, data=source.describe(),
+        epochs=math.ceil(total / per_epoch), steps=total, time_limit_s=sizes.budget_s, precision=precision, plan=plan,
+        data=source.describe(),
         eval_every=2 if profile_name != "smoke" else 1,
     )  # fmt: skip
 
@@ -166,7 +168,8 @@ def cifar_recipe(
         model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=loss_fn,
         evaluate=lambda m: evaluate_classifier(m, test_images, test_labels, preprocess=preprocess, device=device,
                                                precision=precision.precision, context=context),
-        epochs=math.ceil(total / len(loader)), steps=total, precision=precision, plan=plan, data=source.describe(),
+        epochs=math.ceil(total / len(loader)), steps=total, time_limit_s=sizes.budget_s, precision=precision, plan=plan,
+        data=source.describe(),
         channels_last=True,
     )  # fmt: skip
 
@@ -189,7 +192,7 @@ def run_recipe(
     return fit(
         model, recipe.loader, step, epochs=recipe.epochs, scheduler=recipe.scheduler, evaluate=recipe.evaluate,
         eval_every=recipe.eval_every, checkpoint_dir=checkpoint_dir, resume=resume, max_steps=recipe.steps,
-        progress=progress, context=context,
+        time_limit_s=recipe.time_limit_s, progress=progress, context=context,
     )  # fmt: skip
 
 
