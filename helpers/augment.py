@@ -79,7 +79,7 @@ def normalize_only(mean: tuple[float, ...] = CIFAR10_MEAN, std: tuple[float, ...
 
 
 def denormalize(
-    images: torch.Tensor, mean: tuple[float, ...] = CIFAR10_MEAN, std: tuple[float, ...] = CIFAR10_STD
+    images: torch.Tensor, *, mean: tuple[float, ...] = CIFAR10_MEAN, std: tuple[float, ...] = CIFAR10_STD
 ) -> torch.Tensor:
     """Undo Normalize for display: images * std + mean, clamped to [0, 1]."""
     shape = (1, -1, 1, 1) if images.ndim == 4 else (-1, 1, 1)

@@ -125,7 +125,7 @@ def _mismatch_error(
 
 
 def verify_file(
-    path: Path, sha256: str | None = None, md5: str | None = None, source: str = "disk", kind: str | None = None
+    path: Path, *, sha256: str | None = None, md5: str | None = None, source: str = "disk", kind: str | None = None
 ) -> None:
     """Raise ChecksumMismatchError, saying how to proceed, unless `path` has the expected digest."""
     problem = _mismatch(Path(path), sha256, md5)
@@ -215,7 +215,7 @@ def download(
     dest.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(dest):  # one transfer at a time; the others then find the verified file
         if dest.exists():
-            verify_file(dest, sha256, md5, source="an earlier download", kind=kind)
+            verify_file(dest, sha256=sha256, md5=md5, source="an earlier download", kind=kind)
             if kind is not None and file_kind(dest) != kind:
                 found = describe_kind(file_kind(dest))
                 raise BadArchiveError(f"{dest}: is {found}, not {describe_kind(kind)}; delete it and run again")

@@ -110,7 +110,7 @@ def image_header(path: str | os.PathLike) -> tuple[int, int, str, str | None]:
         raise _unreadable(path, error, "read the image header") from error
 
 
-def check_crop_fits(size: tuple[int, int], crop: int, path: str | os.PathLike = "<image>") -> None:
+def check_crop_fits(size: tuple[int, int], crop: int, *, path: str | os.PathLike = "<image>") -> None:
     """Raise ImageTooSmallError naming the file when an image of (width, height) `size` cannot give a `crop` square."""
     width, height = size
     if width < crop or height < crop:

@@ -44,7 +44,7 @@ class _Restarting:
             return next(self.iterator)
 
 
-def time_batches(loader: Iterable, batches: int, warmup: int = 1) -> dict[str, float]:
+def time_batches(loader: Iterable, batches: int, *, warmup: int = 1) -> dict[str, float]:
     """Iterate `warmup` then `batches` batches (restarting the loader as needed); return samples/s and seconds."""
     source = _Restarting(loader)
     for _ in range(warmup):
@@ -195,10 +195,10 @@ def batch_that_fits(
 # --- a loader alone ---
 
 
-def measure_loader(loader: Iterable, batches: int, warmup: int = 1) -> dict[str, Any]:
+def measure_loader(loader: Iterable, batches: int, *, warmup: int = 1) -> dict[str, Any]:
     """Samples/s of a loader on its own (no model), with this process's peak RSS during the run."""
     reset_peak_rss()
-    result = time_batches(loader, batches, warmup)
+    result = time_batches(loader, batches, warmup=warmup)
     result["peak_rss_mib"] = (peak_rss_bytes() or 0) / 2**20
     return result
 

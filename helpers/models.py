@@ -21,7 +21,7 @@ class ESPCN(nn.Module):
     """
 
     def __init__(
-        self, scale: int = 4, channels: int = 3, features: tuple[int, int] = (64, 32), bicubic_skip: bool = False
+        self, scale: int = 4, *, channels: int = 3, features: tuple[int, int] = (64, 32), bicubic_skip: bool = False
     ) -> None:
         super().__init__()
         first, second = features
@@ -65,7 +65,7 @@ class SmallEDSR(nn.Module):
     EDSR-baseline is 16 blocks of 64 features; 8 blocks of 32 features train usefully in minutes on a CPU.
     """
 
-    def __init__(self, scale: int = 4, features: int = 32, blocks: int = 8, res_scale: float = 1.0) -> None:
+    def __init__(self, scale: int = 4, *, features: int = 32, blocks: int = 8, res_scale: float = 1.0) -> None:
         super().__init__()
         self.scale = scale
         self.head = nn.Conv2d(3, features, 3, padding=1)

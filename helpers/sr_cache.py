@@ -340,7 +340,7 @@ class DeviceSRCropLoader:
         hr = to_unit_float(self.store[index].permute(0, 3, 1, 2))  # (B, 3, crop, crop)
         lr = bicubic_downscale(hr, s)
         if self.augment:
-            lr, hr = paired_dihedral(lr, hr, self.generator)
+            lr, hr = paired_dihedral(lr, hr, generator=self.generator)
         return lr, hr
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

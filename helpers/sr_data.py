@@ -78,7 +78,7 @@ def random_dihedral(tensors: Sequence[torch.Tensor], generator: torch.Generator)
 
 
 def paired_dihedral(
-    lr: torch.Tensor, hr: torch.Tensor, generator: torch.Generator | None = None
+    lr: torch.Tensor, hr: torch.Tensor, *, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Give each (LR, HR) pair of square (B, C, h, w) / (B, C, H, W) batches its own random flip/rot90, the same on both.
 
@@ -178,7 +178,7 @@ class LazyCropSRDataset(SeededDataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         path = self.paths[index]
         image = load_rgb_image(path)
-        check_crop_fits(image.size, self.hr_crop, path)
+        check_crop_fits(image.size, self.hr_crop, path=path)
         generator = self._generator()
         x, y = self._origin(image.width, image.height, self.hr_crop, self.scale, generator)
         hr = to_float_tensor(image.crop((x, y, x + self.hr_crop, y + self.hr_crop)))

@@ -4,12 +4,14 @@ outside the repository, imported there with `helpers` made unimportable, and run
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from .test_layering import HELPERS, declared_siblings
@@ -87,3 +89,23 @@ def test_a_piece_copies_with_the_files_its_docstring_names(module, tmp_path):
     result = subprocess.run([sys.executable, str(script), str(data)], cwd=script.parent, env=env,
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+NOTEBOOKS = sorted((HELPERS.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_what_to_copy_names_every_file_a_piece_needs(path):
+    """Each 'What to copy' bullet that names a library module also names the siblings that module needs."""
+    notebook = nbformat.read(path, as_version=4)
+    sections = [c.source for c in notebook.cells if c.cell_type == "markdown" and "## What to copy" in c.source]
+    assert sections, f"{path.name}: no 'What to copy' section"
+    section = sections[0].split("## What to copy", 1)[1].split("\n## ", 1)[0]
+    named = 0
+    for bullet in re.split(r"\n- ", section):
+        mentioned = {m for m in re.findall(r"`(\w+)\.py`", bullet) if (HELPERS / f"{m}.py").is_file()}
+        for module in mentioned:
+            missing = declared_siblings(HELPERS / f"{module}.py") - mentioned
+            assert not missing, f"{path.name}: '{bullet.strip()[:60]}...' names {module}.py without {sorted(missing)}"
+        named += len(mentioned)
+    assert named, f"{path.name}: 'What to copy' names no library file"

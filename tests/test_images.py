@@ -84,9 +84,9 @@ def test_float_image_is_refused_with_its_mode(tmp_path):
 
 
 def test_image_smaller_than_the_crop_is_named():
-    check_crop_fits((481, 321), 128, "ok.jpg")
+    check_crop_fits((481, 321), 128, path="ok.jpg")
     with pytest.raises(ImageTooSmallError, match=r"tiny.jpg: image is 100x90 pixels, smaller than the 128x128"):
-        check_crop_fits((100, 90), 128, "tiny.jpg")
+        check_crop_fits((100, 90), 128, path="tiny.jpg")
 
 
 def _png_header_only(path, width: int, height: int) -> None:

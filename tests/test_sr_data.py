@@ -91,7 +91,7 @@ def test_paired_dihedral_keeps_pairs_aligned():
     torch.manual_seed(0)
     hr = torch.rand(32, 3, 16, 16)
     lr = bicubic_downscale(hr, 4)
-    aug_lr, aug_hr = paired_dihedral(lr, hr, torch.Generator().manual_seed(1))
+    aug_lr, aug_hr = paired_dihedral(lr, hr, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(bicubic_downscale(aug_hr, 4), aug_lr, atol=1e-5, rtol=0)
     changed = [not torch.equal(a, b) for a, b in zip(aug_hr, hr)]
     assert 20 < sum(changed) < 32  # 7 of 8 transforms change a sample; each sample drew its own

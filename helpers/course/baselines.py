@@ -71,7 +71,7 @@ class NaiveSRDataset(SeededDataset):
         upscaled = to_float_tensor(load_rgb_image(upscaled_path))  # the whole image, as float
         hr = to_float_tensor(mod_crop(load_rgb_image(hr_path), self.scale))
         height, width = hr.shape[1:]
-        check_crop_fits((width, height), self.hr_crop, hr_path)
+        check_crop_fits((width, height), self.hr_crop, path=hr_path)
         x, y = self._origin(width, height, self.hr_crop, self.scale, self._generator())
         window = (slice(None), slice(y, y + self.hr_crop), slice(x, x + self.hr_crop))
         return upscaled[window].clone(), hr[window].clone()
@@ -100,7 +100,7 @@ class InMemoryNaiveSRDataset(SeededDataset):
         self.targets: list[torch.Tensor] = []
         for path in self.paths:
             hr = mod_crop(load_rgb_image(path), scale)
-            check_crop_fits(hr.size, hr_crop, path)
+            check_crop_fits(hr.size, hr_crop, path=path)
             lr = hr.resize((hr.width // scale, hr.height // scale), Image.Resampling.BICUBIC)
             self.inputs.append(to_float_tensor(lr.resize(hr.size, Image.Resampling.BICUBIC)))
             self.targets.append(to_float_tensor(hr))

@@ -99,11 +99,11 @@ def sr_recipe(
     cache = DecodedSRCache(bsds300_split(source.root, "train"), scale=scale)
     lr, hr = cache.sample(sizes.batch, hr_crop=sizes.hr_crop, generator=torch.Generator().manual_seed(seed))
     example = (to_unit_float(lr).to(device), to_unit_float(hr).to(device))
-    precision, total, plan = plan_run(SmallEDSR(scale, sizes.features, sizes.blocks).to(device), example,
+    precision, total, plan = plan_run(SmallEDSR(scale, features=sizes.features, blocks=sizes.blocks).to(device), example,
                                       loss_fn=nn.L1Loss(), device=device, budget_s=sizes.budget_s,
                                       max_steps=sizes.steps, context=context)  # fmt: skip
     seed_everything(seed)
-    model = SmallEDSR(scale, sizes.features, sizes.blocks).to(device)
+    model = SmallEDSR(scale, features=sizes.features, blocks=sizes.blocks).to(device)
     loader_type = DeviceSRCropLoader if device.type == "cuda" else CachedCropLoader
     rank = context.rank if context is not None else 0
     per_epoch = min(sizes.batches_per_epoch, total)
