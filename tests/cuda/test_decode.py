@@ -7,7 +7,7 @@ import pytest
 import torch
 from torchvision.io import decode_jpeg, read_file
 
-from helpers.course.ladders import jpeg_decode_benchmark
+from helpers.course.decoders import jpeg_decode_benchmark
 
 pytestmark = pytest.mark.cuda
 
