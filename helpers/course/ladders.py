@@ -124,7 +124,9 @@ def _build(rung: Rung, device: torch.device, turn_s: float) -> _Turn:
     torch.manual_seed(0)
     probe = PipelineProbe(rung.build(), rung.make_step(rung.model().to(device)), device, premade=2,
                           warmup=max(1, rung.workers))  # fmt: skip
-    seconds_per_batch = 1 / probe.loader_block(1) * count_samples(probe.batches[0])
+    for _ in range(rung.prefetched):  # batches its workers made ahead would make the loader look instant
+        next(probe.source)
+    seconds_per_batch = 2 / probe.loader_block(2) * count_samples(probe.batches[0])
     seconds_per_pair = (1 / probe.fed_block(1) + 1 / probe.premade_block(1)) * count_samples(probe.batches[0])
     probe.alone.clear(), probe.fed.clear(), probe.ideal.clear(), probe.waits.clear(), probe.computes.clear()
     return _Turn(rung, probe, steps_in_budget(turn_s / 3, seconds_per_batch, maximum=200),

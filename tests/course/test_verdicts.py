@@ -78,3 +78,11 @@ def test_sr_verdict_states_the_spread_over_images():
     text = verdicts.sr_verdict([0.54, 1.07, 0.19], data="BSDS300 stand-in, not BSD100")
     assert "mean +0.60 dB" in text and "from +0.19 to +1.07" in text and "3 of 3 images" in text
     assert "not BSD100" in text
+
+
+def test_accuracy_verdict_with_one_evaluation_says_so():
+    one = [{"top1": 0.208, "trained_seconds": 107.0, "optimizer_steps": 28}]
+    text = verdicts.accuracy_verdict(one, classes=10, data="stand-in")
+    assert "20.8%" in text and "single point" in text and "half of that" not in text
+    two = [{"top1": 0.3, "trained_seconds": 50.0, "optimizer_steps": 10}, *[dict(one[0], top1=0.5)]]
+    assert "half of that was reached after 50 s" in verdicts.accuracy_verdict(two, classes=10, data="stand-in")
