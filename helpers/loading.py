@@ -106,7 +106,10 @@ def sweep_loader_settings(
     with tqdm(total=repeats * len(settings), desc="loader sweep", leave=False) as bar:
         for _ in range(repeats):
             for index, setting in enumerate(settings):
-                warmup = max(1, setting["num_workers"])  # covers worker start-up, paid once per epoch
+                # worker start-up (paid once per epoch) and every batch the workers made ahead meanwhile: a full
+                # queue would make the first timed batches look instant
+                workers = setting.get("num_workers", 0)
+                warmup = 1 + workers * (setting.get("prefetch_factor") or 2) if workers else 1
                 samples = batch_size * (batches + warmup)
                 loader = make_loader(dataset, batch_size, seed=seed, samples_per_epoch=samples, **setting)
                 runs[index].append(time_batches(loader, batches, warmup=warmup)["samples_per_s"])

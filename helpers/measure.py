@@ -226,6 +226,7 @@ class PipelineResult:
     peak_rss_mib: float
     peak_device_mib: float | None
     efficiency_range: tuple[float, float] | None = None  # lowest and highest block-pair ratio: the spread
+    samples_per_s_range: tuple[float, float] | None = None  # lowest and highest fed block's samples/s
 
     @property
     def data_wait_fraction(self) -> float:
@@ -296,6 +297,7 @@ class PipelineProbe:
         if not self.fed or len(self.fed) != len(self.ideal):
             raise ValueError("record as many fed blocks as pre-made ones (at least one of each) before result()")
         ratios = [(n_f / t_f) / (n_i / t_i) for (t_f, n_f), (t_i, n_i) in zip(self.fed, self.ideal)]
+        fed_rates = [n / t for t, n in self.fed]
         peak_device = peak_device_memory_bytes(self.device)
         return PipelineResult(
             samples_per_s=sum(n for _, n in self.fed) / sum(t for t, _ in self.fed),
@@ -307,6 +309,7 @@ class PipelineProbe:
             peak_rss_mib=(peak_rss_bytes() or 0) / 2**20,
             peak_device_mib=peak_device / 2**20 if peak_device is not None else None,
             efficiency_range=(min(ratios), max(ratios)),
+            samples_per_s_range=(min(fed_rates), max(fed_rates)),
         )
 
 
@@ -341,6 +344,30 @@ def measure_pipeline(
         probe.fed_block(steps_per_block)
         probe.premade_block(steps_per_block)
     return probe.result()
+
+
+def measure_pipelines(
+    pipelines: dict[str, tuple[Iterable, Callable[[Any], Any]]],
+    device: torch.device,
+    *,
+    budget_s: float,
+    blocks: int = 3,
+    warmup: int = 2,
+) -> dict[str, PipelineResult]:
+    """Several (loader, step) pipelines measured side by side: every probe is built and warmed up, each sized so that
+    its `blocks` fed + pre-made pairs take about its share of `budget_s`, then the blocks run round-robin, pipeline
+    after pipeline, so a burst of load on the machine hits all of them alike. Each result has its ranges."""
+    probes = {name: PipelineProbe(loader, step, device, warmup=warmup) for name, (loader, step) in pipelines.items()}
+    sizes = {}
+    for name, probe in probes.items():
+        pair_s = sum(count_samples(probe.batches[0]) / rate for rate in (probe.fed_block(1), probe.premade_block(1)))
+        sizes[name] = steps_in_budget(budget_s / len(probes) / blocks, pair_s)
+        probe.fed.clear(), probe.ideal.clear(), probe.waits.clear(), probe.computes.clear()
+    for _ in range(blocks):
+        for name, probe in probes.items():
+            probe.fed_block(sizes[name])
+            probe.premade_block(sizes[name])
+    return {name: probe.result() for name, probe in probes.items()}
 
 
 def diagnose_pipeline(

@@ -162,20 +162,21 @@ def gan_sr_step(
     device: torch.device | str,
     adversarial_weight: float = 1e-3,
     learning_rate: float = 1e-4,
-) -> Callable[[tuple[torch.Tensor, torch.Tensor]], dict[str, float]]:
+) -> Callable[..., dict[str, float]]:
     """One GAN super-resolution iteration on one float (LR, HR) batch: a discriminator step on real HR against the
-    generator's output, then a generator step (L1 + a small adversarial term). Both models use the same batch,
-    so a single loader feeds them."""
+    generator's output, then a generator step (L1 + a small adversarial term). Both models use the same batch, so a
+    single loader feeds them; pass `real_hr` to give the discriminator other real images (a second loader's)."""
     g_optimizer = torch.optim.Adam(generator.parameters(), lr=learning_rate, betas=(0.9, 0.99))
     d_optimizer = torch.optim.Adam(discriminator.parameters(), lr=learning_rate, betas=(0.9, 0.99))
     bce = nn.BCEWithLogitsLoss()
     device = torch.device(device)
 
-    def step(batch: tuple[torch.Tensor, torch.Tensor]) -> dict[str, float]:
+    def step(batch: tuple[torch.Tensor, torch.Tensor], real_hr: torch.Tensor | None = None) -> dict[str, float]:
         lr_images, hr = (t.to(device, non_blocking=True) for t in batch)
+        real = hr if real_hr is None else real_hr.to(device, non_blocking=True)
         fake = generator(lr_images)
         d_optimizer.zero_grad(set_to_none=True)
-        real_logits, fake_logits = discriminator(hr), discriminator(fake.detach())
+        real_logits, fake_logits = discriminator(real), discriminator(fake.detach())
         d_loss = bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits))
         d_loss.backward()
         d_optimizer.step()

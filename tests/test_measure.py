@@ -8,7 +8,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from helpers.measure import PipelineResult, diagnose_pipeline, measure_pipeline, peak_rss_bytes, reset_peak_rss
+from helpers.measure import (
+    PipelineResult,
+    diagnose_pipeline,
+    measure_pipeline,
+    measure_pipelines,
+    peak_rss_bytes,
+    reset_peak_rss,
+)
 
 
 class SlowLoader:
@@ -42,6 +49,16 @@ def test_a_sleeping_loader_is_diagnosed_input_bound():
     assert result.pipeline_efficiency < 0.5  # a tiny step cannot hide 20 ms of waiting
     assert "INPUT-BOUND" in diagnose_pipeline(result, num_workers=0, cpu_cores=4)
     assert "more DataLoader workers (0 now, 4 cores)" in diagnose_pipeline(result, num_workers=0, cpu_cores=4)
+
+
+def test_pipelines_measured_side_by_side_keep_their_names_ranges_and_data_wait():
+    results = measure_pipelines({"slow": (SlowLoader(0.02), _step()), "ready": (SlowLoader(0.0), _step())},
+                                torch.device("cpu"), budget_s=0.6, blocks=3)  # fmt: skip
+    slow, ready = results["slow"], results["ready"]
+    assert list(results) == ["slow", "ready"]
+    assert slow.data_wait_ms >= 15 and ready.data_wait_ms < 5  # the 20 ms delay shows up only where it is
+    low, high = slow.samples_per_s_range
+    assert low <= high and slow.efficiency_range is not None and slow.pipeline_efficiency < 0.5
 
 
 def test_doctor_says_compute_bound_when_data_is_ready():

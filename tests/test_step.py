@@ -6,7 +6,15 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.step import NonFiniteLossError, TrainStep, autocast_dtype, fastest_precision, native_precisions
+from helpers.models import PatchDiscriminator, SmallEDSR
+from helpers.step import (
+    NonFiniteLossError,
+    TrainStep,
+    autocast_dtype,
+    fastest_precision,
+    gan_sr_step,
+    native_precisions,
+)
 
 
 def _model_and_optimizer(seed: int = 1):
@@ -129,3 +137,19 @@ def test_fastest_precision_times_the_candidates_and_says_why(data, monkeypatch):
     assert set(choice.step_ms) == {"fp32", "bf16"} and choice.precision == min(choice.step_ms, key=choice.step_ms.get)
     assert all(v > 0 for v in choice.step_ms.values()) and choice.precision in choice.reason
     assert all(torch.equal(a, b) for a, b in zip(before, _params(model)))  # timed on a copy: the model is untouched
+
+
+def test_gan_step_trains_both_models_and_takes_the_discriminator_s_real_images_from_where_it_is_told():
+    def pair():
+        torch.manual_seed(0)
+        return SmallEDSR(2, features=8, blocks=1), PatchDiscriminator(8)
+
+    lr, hr = torch.rand(2, 3, 8, 8), torch.rand(2, 3, 16, 16)
+    generator, discriminator = pair()
+    before = [_params(generator), _params(discriminator)]
+    shared = gan_sr_step(generator, discriminator, device="cpu")((lr, hr))
+    assert all(not all(torch.equal(a, b) for a, b in zip(old, _params(m)))
+               for old, m in zip(before, (generator, discriminator)))  # fmt: skip
+    assert shared == gan_sr_step(*pair(), device="cpu")((lr, hr), real_hr=hr)  # the same real images: same losses
+    other = gan_sr_step(*pair(), device="cpu")((lr, hr), real_hr=torch.zeros_like(hr))
+    assert other["d_loss"] != shared["d_loss"]

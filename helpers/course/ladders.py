@@ -95,6 +95,9 @@ def classification_train_step(model: nn.Module, learning_rate: float = 0.05) -> 
 # --- ladders -------------------------------------------------------------------------------------------------------
 
 
+MIN_ROUNDS = 3  # rounds a ladder always runs, past its budget if need be: one round has no spread to read
+
+
 @dataclass
 class Rung:
     """One rung of a loader ladder: a name, how to build its loader, the model its batches feed, and its step."""
@@ -146,14 +149,14 @@ def run_ladder(
 ) -> tuple[list[dict[str, Any]], str]:
     """Measure every rung side by side: all rungs are built, then up to `rounds` rounds give each rung a turn of about
     `turn_s` seconds (the loader alone, then fed and pre-made steps), the order rotating each round. A burst of load
-    on the machine therefore hits every rung alike; each number is a median over rounds, with its range. Rounds stop
-    once the next one would pass the budget (rounds x rungs x turn_s). Returns the rows and a line saying how long
-    building and measuring took."""
+    on the machine therefore hits every rung alike; each number is a median over rounds, with its range. After the
+    first `MIN_ROUNDS` rounds (a range needs several), rounds stop once the next one would pass the budget
+    (rounds x rungs x turn_s). Returns the rows and a line saying how long building and measuring took."""
     started = time.perf_counter()
     turns = [_build(rung, device, turn_s) for rung in tqdm(rungs, desc="building rungs", unit="rung")]
     built, budget, done = time.perf_counter(), rounds * len(rungs) * turn_s, 0
     with tqdm(total=rounds * len(turns), desc="ladder rounds", unit="turn") as bar:
-        while done < rounds and (done == 0 or (time.perf_counter() - built) * (done + 1) / done <= budget):
+        while done < rounds and (done < MIN_ROUNDS or (time.perf_counter() - built) * (done + 1) / done <= budget):
             for turn in turns[done % len(turns):] + turns[: done % len(turns)]:
                 _take_turn(turn)
                 bar.update(1)

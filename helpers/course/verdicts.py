@@ -39,22 +39,40 @@ def decode_verdict(crop_ms: float, full_ms: float, held: tuple[int, int], size: 
     return f"A 32-px crop took {crop_ms:.2f} ms against {full_ms:.2f} ms for a full decode ({verdict}); afterwards PIL held {whole}."
 
 
+def _ranges_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """True when two (low, high) ranges over rounds overlap: their difference is within the noise seen."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def efficiency_text(row: dict[str, Any]) -> str:
+    """A rung's pipeline efficiency with its range, and what a value at or above 1 means (no data-wait: the fed and
+    pre-made runs differ by noise only)."""
+    low, high = row.get("efficiency_range") or (row["pipeline_efficiency"],) * 2
+    text = f"{row['pipeline_efficiency']:.2f} ({low:.2f}–{high:.2f})"
+    return text + (", as fast as pre-made batches within the noise" if high >= 1.0 else "")
+
+
 def ladder_verdict(rows: Sequence[dict[str, Any]], *, first: int = 0) -> str:
-    """02, 04: the ladder read like for like: end-to-end rates among rungs that feed the same model, loader-only
-    rates for all, and which rungs' models differ."""
+    """02, 04: the ladder read like for like: loader-only rates against one rung (ranges that overlap named as noise),
+    end-to-end rates among rungs that feed the same model, and which rungs' models differ."""
     base = rows[first]
     same_model = [r for r in rows if not r["model_note"]]
-    lines = [
-        f"Loader alone, against '{base['name']}': "
-        + "; ".join(f"'{r['name']}' {ratio_text(r['samples_per_s'] / base['samples_per_s'])}" for r in rows[first + 1 :])
-        + "."
-    ]
+    parts = []
+    for r in rows:
+        if r is base:
+            continue
+        text = f"'{r['name']}' {ratio_text(r['samples_per_s'] / base['samples_per_s'])}"
+        if "samples_per_s_range" in r and _ranges_overlap(r["samples_per_s_range"], base["samples_per_s_range"]):
+            text += " (ranges overlap: within the noise)"
+        parts.append(text)
+    lines = [f"Loader alone, against '{base['name']}': " + "; ".join(parts) + "."]
     if len(same_model) >= 2:
         slow, fast = min(same_model, key=lambda r: r["fed_samples_per_s"]), max(same_model, key=lambda r: r["fed_samples_per_s"])
         lines.append(
             f"End to end, feeding the same model: from {slow['fed_samples_per_s']:.0f} samples/s ('{slow['name']}') to "
-            f"{fast['fed_samples_per_s']:.0f} ('{fast['name']}'), {ratio_text(fast['fed_samples_per_s'] / slow['fed_samples_per_s'])}; "
-            f"the best pipeline efficiency is {max(r['pipeline_efficiency'] for r in same_model):.2f}."
+            f"{fast['fed_samples_per_s']:.0f} ('{fast['name']}'), {ratio_text(fast['fed_samples_per_s'] / slow['fed_samples_per_s'])}. "
+            "Pipeline efficiency (fed / pre-made): "
+            + "; ".join(f"'{r['name']}' {efficiency_text(r)}" for r in same_model) + "."
         )
     for note in dict.fromkeys(r["model_note"] for r in rows if r["model_note"]):
         names = " and ".join(f"'{r['name']}'" for r in rows if r["model_note"] == note)
@@ -77,7 +95,8 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
         else "fewer workers than cores"
     )  # fmt: skip
     text = (
-        f"The fastest setting here was {best['num_workers']} workers (prefetch {best['prefetch_factor']}): "
+        f"The loader alone (no training step) was fastest here with {best['num_workers']} workers (prefetch "
+        f"{best['prefetch_factor']}): "
         f"{best['samples_per_s']:.0f} samples/s, {ratio_text(best['samples_per_s'] / zero['samples_per_s'])} the "
         f"{zero['samples_per_s']:.0f} of {zero['num_workers']} workers; that is {relation} ({cores} cores)."
     )
@@ -88,6 +107,9 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
             f" Its range over {len(best['runs'])} repeats overlaps that of {len(close)} other setting(s), the fewest "
             f"workers among them {fewest['num_workers']}: those differences are within this machine's noise."
         )
+    if best["num_workers"] >= cores:
+        text += (f" While training, the step needs the same {cores} cores, so fewer workers may feed it better: the "
+                 "ladder's end-to-end column measures that.")  # fmt: skip
     return text
 
 
@@ -95,22 +117,27 @@ def layout_verdict(*, rgb_ms: float, word_ms: float) -> str:
     """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words."""
     return (
         f"Flipping and turning 16 crops into one batch took {rgb_ms:.2f} ms as 3-byte pixels and {word_ms:.2f} ms as "
-        f"32-bit words ({ratio_text(rgb_ms / word_ms)} the time as pixels), for 4/3 of the memory."
+        f"32-bit words: the 3-byte layout took {ratio_text(rgb_ms / word_ms)} the time of the word layout, which "
+        "uses 4/3 of the memory."
     )
 
 
 def seed_claim_verdict(
     *, before: dict[str, Any], after: dict[str, Any], claimed_before: float, claimed_after: float
 ) -> str:
-    """02: the post's end-to-end before/after against the same quantity measured here."""
+    """02: the post's before/after measured here: like for like first (the loaders alone, each rung's efficiency),
+    then end to end, which mixes loader and model when the two rungs feed different models; then the post's claim."""
+    alone = after["samples_per_s"] / before["samples_per_s"]
     ratio = after["fed_samples_per_s"] / before["fed_samples_per_s"]
-    mixed = " (the 'before' rung trains a model on HR-size inputs, so the ratio mixes loader and model)" if (
+    mixed = " (the 'before' rung trains a model on HR-size inputs, so this ratio mixes loader and model)" if (
         before["model_note"] != after["model_note"]
     ) else ""
     return (
-        f"End to end here: '{after['name']}' fed {after['fed_samples_per_s']:.0f} samples/s against "
-        f"{before['fed_samples_per_s']:.0f} for '{before['name']}', {ratio_text(ratio)}{mixed}; the post reported "
-        f"{claimed_before:g} -> {claimed_after:g} images/s, {ratio_text(claimed_after / claimed_before)}."
+        f"Loader alone, like for like: '{after['name']}' {after['samples_per_s']:.0f} samples/s against "
+        f"{before['samples_per_s']:.0f} for '{before['name']}', {ratio_text(alone)}; pipeline efficiency "
+        f"{efficiency_text(after)} against {efficiency_text(before)}. End to end: {after['fed_samples_per_s']:.0f} "
+        f"against {before['fed_samples_per_s']:.0f} samples/s, {ratio_text(ratio)}{mixed}. The post reported "
+        f"{claimed_before:g} -> {claimed_after:g} images/s end to end on its GPU, {ratio_text(claimed_after / claimed_before)}."
     )
 
 
@@ -152,16 +179,22 @@ def channels_last_verdict(table: dict[tuple[str, str], float]) -> str:
 
 
 def augmentation_claim_verdict(
-    *, post: dict[str, Any], native: dict[str, Any], device_rung: dict[str, Any], claimed_ratio: float
+    *, post: dict[str, Any], native: dict[str, Any], device_rung: dict[str, Any], claimed_ratio: float, device: str
 ) -> str:
-    """04: the CIFAR post's claimed augmentation speed-up against the loaders measured on their own."""
+    """04: the CIFAR post's claimed augmentation speed-up against the loaders measured on their own (decode and
+    augment), like for like at 32 px first, then the post's 224-px pipeline; says when no GPU was measured."""
+    where = (f"on {device}" if not device.startswith("cpu") else
+             "on the CPU: here the 'device' is the CPU itself, so this run measured no GPU")  # fmt: skip
+    same = device_rung["samples_per_s"] / native["samples_per_s"]
+    overlap = _ranges_overlap(device_rung.get("samples_per_s_range", (0, 0)), native.get("samples_per_s_range", (1, 1)))
     return (
-        f"The post claimed {claimed_ratio:.0f}x less augmentation time from moving it to the GPU, but its pipeline "
-        f"runs per sample on the CPU. Augmentation alone, here: its pipeline {post['samples_per_s']:.0f} images/s, "
-        f"the same family at 32 px {native['samples_per_s']:.0f}, the whole dataset on the device with kornia "
-        f"{device_rung['samples_per_s']:.0f}: {ratio_text(device_rung['samples_per_s'] / post['samples_per_s'])} the "
-        f"post's rate. End to end, feeding the model: {post['fed_samples_per_s']:.0f} against "
-        f"{device_rung['fed_samples_per_s']:.0f} images/s (the post's rung feeds 224-px inputs)."
+        f"The post claimed {claimed_ratio:.0f}x less augmentation time from moving it to the GPU; its pipeline runs per "
+        f"sample on the CPU. Loader alone (decode + augment), measured {where}. At the same 32 px: kornia on the whole "
+        f"dataset {device_rung['samples_per_s']:.0f} images/s against per-sample PIL {native['samples_per_s']:.0f}, "
+        f"{ratio_text(same)}{' (ranges overlap: within the noise)' if overlap else ''}. The post's own pipeline (224 px) "
+        f"delivered {post['samples_per_s']:.0f} images/s: kornia at 32 px {ratio_text(device_rung['samples_per_s'] / post['samples_per_s'])} "
+        f"that, a ratio that mixes moving the augmentation with shrinking the crop 49x in pixels. End to end, feeding "
+        f"the same network: {post['fed_samples_per_s']:.0f} (224-px inputs) against {device_rung['fed_samples_per_s']:.0f} images/s."
     )
 
 
@@ -182,23 +215,40 @@ def sr_verdict(gains: Sequence[float], *, data: str) -> str:
 
 
 def pipelines_claim_verdict(measured: dict[str, Any], *, claimed_before: float, claimed_after: float) -> str:
-    """05: two pipelines feeding the same model, end to end, against the post's own end-to-end before/after."""
+    """05: two pipelines feeding the same model, end to end (with ranges over interleaved blocks), then the post's own
+    before/after, which was measured elsewhere (its hardware, its 'before')."""
     (before_name, before), (after_name, after) = measured.items()
+    ranges = [r.samples_per_s_range for r in (before, after)]
+    noise = " (their ranges overlap: within this machine's noise)" if None not in ranges and _ranges_overlap(*ranges) else ""
     return (
         f"End to end, feeding the same model: '{after_name}' {after.samples_per_s:.1f} images/s against "
-        f"'{before_name}' {before.samples_per_s:.1f}, {ratio_text(after.samples_per_s / before.samples_per_s)}; "
-        f"data-wait per step {after.data_wait_ms:.1f} ms against {before.data_wait_ms:.1f} ms. The post reported "
-        f"{claimed_before:g} -> {claimed_after:g} images/s ({ratio_text(claimed_after / claimed_before)}) between its "
-        "own before and after."
+        f"'{before_name}' {before.samples_per_s:.1f}, {ratio_text(after.samples_per_s / before.samples_per_s)}{noise}; "
+        f"data-wait per step {after.data_wait_ms:.1f} ms against {before.data_wait_ms:.1f} ms, compute "
+        f"{after.compute_ms:.1f} ms against {before.compute_ms:.1f} ms. Separately, the post reported "
+        f"{claimed_before:g} -> {claimed_after:g} images/s ({ratio_text(claimed_after / claimed_before)}) between its own "
+        "before and after, on its own GPU: not measured here."
     )
 
 
-def same_steps_verdict(*, post_rate: float, course_rate: float, post_px: int, course_px: int) -> str:
-    """06: the post's pipeline against the course's, the same model and steps, and the pixel ratio of their inputs."""
+def same_steps_verdict(
+    *, post_rates: Sequence[float], course_rates: Sequence[float], post_px: int, course_px: int, post_batch: int,
+    course_batch: int, same_network: bool
+) -> str:
+    """06: the post's set-up against the course's over the same steps (medians over interleaved rounds, with ranges),
+    what differs between them besides the loader, and the pixel ratio of their inputs."""
+    post, course = statistics.median(post_rates), statistics.median(course_rates)
+    noise = " (ranges overlap: within the noise)" if _ranges_overlap(
+        (min(post_rates), max(post_rates)), (min(course_rates), max(course_rates))) else ""
+    differs = ["the loader", f"the input size ({post_px} px against {course_px}: {(post_px / course_px) ** 2:.0f}x the "
+               "pixels per image)"]
+    if not same_network:
+        differs.append("the network (the post's ImageNet-stem resnet18 against the CIFAR-stem one)")
+    if post_batch != course_batch:
+        differs.append(f"the batch ({post_batch} against {course_batch})")
     return (
-        f"Feeding the same model, the course's pipeline trained {course_rate:.1f} images/s and the post's "
-        f"{post_rate:.1f}: {ratio_text(course_rate / post_rate)}. The post's images reach the model at {post_px} px "
-        f"against {course_px}: {(post_px / course_px) ** 2:.0f}x the pixels per image."
+        f"The course's set-up trained {course:.1f} images/s and the post's {post:.1f} (medians over {len(post_rates)} "
+        f"interleaved rounds): {ratio_text(course / post)}{noise}. The two differ in {', '.join(differs[:-1])} and "
+        f"{differs[-1]}, so the ratio is the set-ups', not the loader's alone."
     )
 
 
@@ -216,13 +266,15 @@ def accuracy_verdict(history: Sequence[dict[str, Any]], *, classes: int, data: s
 
 
 def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:
-    """07: decoded bytes per rank with lazy crops against crop bytes read from a shared cache, and the node's total."""
+    """07: per rank and epoch, bytes read (JPEG files against cache crops) and pixels decoded (whole images against
+    none), at one rank and at the most ranks; like for like: bytes read against bytes read."""
     one, most = reads[0], reads[-1]
     return (
-        f"With lazy crops each rank decodes {most['lazy_mib']:.0f} MiB per epoch at {most['ranks']} ranks against "
-        f"{one['lazy_mib']:.0f} MiB at 1: the node decodes {most['ranks'] * most['lazy_mib']:.0f} MiB per epoch "
-        f"either way. From the shared uint8 cache each rank reads {most['cache_mib']:.1f} MiB of crops "
-        f"({ratio_text(most['lazy_mib'] / most['cache_mib'])} less than the decoding it replaces)."
+        f"Bytes read per rank per epoch at {most['ranks']} ranks: {most['jpeg_mib']:.1f} MiB of JPEG files with lazy "
+        f"crops against {most['cache_mib']:.1f} MiB of crops from the uint8 cache "
+        f"({ratio_text(most['jpeg_mib'] / most['cache_mib'])}). The cache's larger gain is decoding: lazy crops decode "
+        f"{most['lazy_mib']:.0f} MiB of pixels per rank per epoch ({one['lazy_mib']:.0f} MiB at 1 rank; "
+        f"{most['ranks'] * most['lazy_mib']:.0f} MiB for the node either way), the cache decodes none during training."
     )
 
 

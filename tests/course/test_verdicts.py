@@ -46,7 +46,39 @@ def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
     after = _ladder_row("lazy", 600, 151, 300, 0.50)
     text = verdicts.seed_claim_verdict(before=before, after=after, claimed_before=18, claimed_after=25)
     assert "12.6x" in text and "1.4x" in text and "mixes loader and model" in text
-    assert "6.0x" not in text  # the loader-only ratio (600/100) is not set against the post's end-to-end one
+    # like for like first: the loaders alone (600/100), then end to end, then the post's claim on its own
+    assert text.index("Loader alone") < text.index("6.0x") < text.index("End to end") < text.index("12.6x")
+    assert text.index("12.6x") < text.index("The post reported")
+
+
+def test_ladder_verdict_names_overlapping_ranges_and_efficiency_above_one_as_noise():
+    rows = [
+        {**_ladder_row("plain", 1000, 200, 210, 0.95), "samples_per_s_range": (900, 1100), "efficiency_range": (0.9, 0.99)},
+        {**_ladder_row("tuned", 1050, 205, 200, 1.02), "samples_per_s_range": (950, 1150), "efficiency_range": (0.97, 1.06)},
+    ]
+    text = verdicts.ladder_verdict(rows)
+    assert "'tuned' 1.1x (ranges overlap: within the noise)" in text
+    assert "'tuned' 1.02 (0.97–1.06), as fast as pre-made batches within the noise" in text and "best" not in text
+
+
+def test_augmentation_claim_verdict_compares_like_for_like_first_and_says_no_gpu_was_measured():
+    post = {**_ladder_row("post", 700, 28, 31, 0.9), "samples_per_s_range": (650, 750)}
+    native = {**_ladder_row("pil32", 1800, 600, 1700, 0.37), "samples_per_s_range": (1700, 1900)}
+    kornia = {**_ladder_row("kornia", 20000, 2100, 2100, 1.0), "samples_per_s_range": (19000, 21000)}
+    text = verdicts.augmentation_claim_verdict(post=post, native=native, device_rung=kornia, claimed_ratio=32,
+                                               device="cpu")  # fmt: skip
+    assert "measured no GPU" in text and "decode + augment" in text
+    assert text.index("11.1x") < text.index("28.6x")  # same 32 px (20000/1800) before the post's 224-px pipeline
+    on_gpu = verdicts.augmentation_claim_verdict(post=post, native=native, device_rung=kornia, claimed_ratio=32,
+                                                 device="cuda:0")  # fmt: skip
+    assert "measured no GPU" not in on_gpu and "on cuda:0" in on_gpu
+
+
+def test_same_steps_verdict_names_everything_the_two_set_ups_differ_in():
+    text = verdicts.same_steps_verdict(post_rates=[2.0, 2.2, 1.9], course_rates=[30.0, 28.0, 31.0], post_px=224,
+                                       course_px=32, post_batch=8, course_batch=32, same_network=False)  # fmt: skip
+    assert "15.0x" in text and "ImageNet-stem" in text and "batch (8 against 32)" in text and "49x the pixels" in text
+    assert "not the loader's alone" in text
 
 
 def test_memory_verdict_says_more_than_the_claim_when_it_is():
@@ -86,3 +118,11 @@ def test_accuracy_verdict_with_one_evaluation_says_so():
     assert "20.8%" in text and "single point" in text and "half of that" not in text
     two = [{"top1": 0.3, "trained_seconds": 50.0, "optimizer_steps": 10}, *[dict(one[0], top1=0.5)]]
     assert "half of that was reached after 50 s" in verdicts.accuracy_verdict(two, classes=10, data="stand-in")
+
+
+def test_rank_reads_verdict_sets_bytes_read_against_bytes_read_and_names_decoding_apart():
+    reads = [{"ranks": 1, "jpeg_mib": 80.0, "cache_mib": 100.0, "lazy_mib": 700.0},
+             {"ranks": 8, "jpeg_mib": 10.0, "cache_mib": 12.5, "lazy_mib": 87.5}]  # fmt: skip
+    text = verdicts.rank_reads_verdict(reads)
+    assert "10.0 MiB of JPEG files" in text and "12.5 MiB of crops" in text and "0.80x (less)" in text
+    assert "decodes none" in text and "700 MiB at 1 rank" in text and "700 MiB for the node" in text
