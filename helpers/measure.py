@@ -137,61 +137,6 @@ def current_rss_bytes() -> int | None:
     return None
 
 
-def free_memory_bytes(device: torch.device) -> int | None:
-    """Memory free for new tensors: the CUDA device's free bytes, or the machine's available RAM (Linux) on a CPU."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def _step_bytes(run_step: Callable[[int], Any], batch: int, device: torch.device) -> int:
-    """Peak extra memory of one step at `batch` samples (device allocator on CUDA, resident memory on a CPU)."""
-    if device.type == "cuda":
-        synchronize(device)
-        before = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        run_step(batch)
-        synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - before
-    reset_peak_rss()
-    before = current_rss_bytes() or 0
-    run_step(batch)
-    return max((peak_rss_bytes() or 0) - before, 1)
-
-
-def batch_that_fits(
-    run_step: Callable[[int], Any], *, wanted: int, device: torch.device, share: float = 0.5, probe: int = 2
-) -> tuple[int, str]:
-    """The largest batch up to `wanted` whose training step fits in `share` of the free memory: one step at `probe`
-    samples is measured and scaled; on CUDA an out-of-memory error then halves the batch until a step succeeds.
-
-    `run_step(batch)` runs one step at that batch size. Returns the batch and a sentence saying how it was chosen.
-    """
-    device = torch.device(device)
-    per_sample = _step_bytes(run_step, probe, device) / probe
-    free = free_memory_bytes(device)
-    fits = wanted if free is None else max(1, min(wanted, int(share * free / per_sample)))
-    why = (f"batch {fits}: {per_sample / 2**20:.0f} MiB per sample measured, {free / 2**30:.1f} GiB free"
-           if free is not None else f"batch {fits}: free memory unknown here")  # fmt: skip
-    while True:
-        try:
-            run_step(fits)
-            return fits, why + (f" (asked for {wanted})" if fits < wanted else "")
-        except torch.cuda.OutOfMemoryError:
-            if fits == 1:
-                raise
-            torch.cuda.empty_cache()
-            fits //= 2
-            why += f"; out of memory on the device, halved to {fits}"
-
-
 # --- a loader alone ---
 
 
@@ -227,6 +172,7 @@ class PipelineResult:
     peak_device_mib: float | None
     efficiency_range: tuple[float, float] | None = None  # lowest and highest block-pair ratio: the spread
     samples_per_s_range: tuple[float, float] | None = None  # lowest and highest fed block's samples/s
+    premade_step_ms: float | None = None  # median over pre-made blocks of their time per step: the step undisturbed
 
     @property
     def data_wait_fraction(self) -> float:
@@ -257,6 +203,7 @@ class PipelineProbe:
         self.alone: list[tuple[float, int]] = []  # (seconds, samples) per block of each kind
         self.fed: list[tuple[float, int]] = []
         self.ideal: list[tuple[float, int]] = []
+        self.premade_steps: list[float] = []  # seconds per step of each pre-made block
 
     def loader_block(self, batches: int) -> float:
         """Time `batches` batches of the loader alone (no step); return its samples/s for this block."""
@@ -290,7 +237,13 @@ class PipelineProbe:
             samples += count_samples(self.batches[i % len(self.batches)])
         synchronize(self.device)
         self.ideal.append((time.perf_counter() - start, samples))
+        self.premade_steps.append(self.ideal[-1][0] / steps)
         return samples / self.ideal[-1][0]
+
+    def forget(self) -> None:
+        """Drop every fed and pre-made block recorded so far (a calibration pair, say), keeping the loader running."""
+        for recorded in (self.fed, self.ideal, self.waits, self.computes, self.premade_steps):
+            recorded.clear()
 
     def result(self) -> PipelineResult:
         """Summarise every fed / pre-made block pair recorded so far."""
@@ -310,6 +263,7 @@ class PipelineProbe:
             peak_device_mib=peak_device / 2**20 if peak_device is not None else None,
             efficiency_range=(min(ratios), max(ratios)),
             samples_per_s_range=(min(fed_rates), max(fed_rates)),
+            premade_step_ms=1000 * statistics.median(self.premade_steps),
         )
 
 
@@ -337,7 +291,7 @@ def measure_pipeline(
     if steps_per_block is None:
         pair_s = sum(count_samples(probe.batches[0]) / rate for rate in (probe.fed_block(1), probe.premade_block(1)))
         steps_per_block = steps_in_budget(budget_s / blocks, pair_s)
-        probe.fed.clear(), probe.ideal.clear(), probe.waits.clear(), probe.computes.clear()
+        probe.forget()
     reset_peak_rss()
     reset_peak_device_memory(probe.device)
     for _ in range(blocks):
@@ -362,7 +316,7 @@ def measure_pipelines(
     for name, probe in probes.items():
         pair_s = sum(count_samples(probe.batches[0]) / rate for rate in (probe.fed_block(1), probe.premade_block(1)))
         sizes[name] = steps_in_budget(budget_s / len(probes) / blocks, pair_s)
-        probe.fed.clear(), probe.ideal.clear(), probe.waits.clear(), probe.computes.clear()
+        probe.forget()
     for _ in range(blocks):
         for name, probe in probes.items():
             probe.fed_block(sizes[name])
@@ -373,12 +327,25 @@ def measure_pipelines(
 def diagnose_pipeline(
     result: PipelineResult, *, num_workers: int | None = None, cpu_cores: int | None = None
 ) -> str:
-    """The pipeline doctor: input-bound or compute-bound, and what to try next (first line: the verdict)."""
+    """The pipeline doctor: input-bound, slowed by its own loader, or compute-bound, and what to try next (first line:
+    the verdict)."""
     wait = result.data_wait_fraction
     numbers = (
         f"efficiency {result.pipeline_efficiency:.2f}; {100 * wait:.0f}% of each step waits for data "
         f"({result.data_wait_ms:.1f} ms wait, {result.compute_ms:.1f} ms compute)"
     )
+    undisturbed = result.premade_step_ms
+    slowed = result.compute_ms - undisturbed if undisturbed else 0.0
+    if result.pipeline_efficiency < 0.90 and slowed > 0.2 * undisturbed and slowed > result.data_wait_ms:
+        # The step lost more to running slower than to waiting: it ran slower while the loader worked (worker
+        # processes on the cores a CPU step needs, or host work holding the GIL between steps).
+        return "\n".join([
+            f"LOADER COMPETES WITH THE STEP: {numbers}, against {undisturbed:.1f} ms per step on pre-made batches.",
+            "The step loses more to running slower while the loader works beside it than to waiting; try, in order:",
+            "- decode once: a uint8 cache of decoded images (DecodedSRCache in sr_cache.py) leaves less loader work;",
+            "- fewer DataLoader workers, so the step keeps its cores (on a GPU the step runs elsewhere);",
+            "- batch augmentation on the device (kornia) instead of per-sample work in workers.",
+        ])
     if wait > 0.10 or result.pipeline_efficiency < 0.90:
         advice = [f"INPUT-BOUND: {numbers}.", "The model waits for data; try, in order:"]
         if num_workers is not None and cpu_cores and num_workers < cpu_cores:

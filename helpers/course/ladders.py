@@ -19,11 +19,12 @@ from torchvision.datasets import ImageFolder
 from tqdm.auto import tqdm
 
 from ..augment import cifar_train_augment
+from ..batch_size import batch_that_fits
 from ..cifar import cifar10_class_names, load_cifar10
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
-from ..measure import PipelineProbe, batch_that_fits, count_samples, diagnose_pipeline, seconds_per_call, steps_in_budget
+from ..measure import PipelineProbe, count_samples, diagnose_pipeline, seconds_per_call, steps_in_budget
 from ..models import ESPCN, SmallConvNet, cifar_resnet18
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
@@ -131,7 +132,7 @@ def _build(rung: Rung, device: torch.device, turn_s: float) -> _Turn:
         next(probe.source)
     seconds_per_batch = 2 / probe.loader_block(2) * count_samples(probe.batches[0])
     seconds_per_pair = (1 / probe.fed_block(1) + 1 / probe.premade_block(1)) * count_samples(probe.batches[0])
-    probe.alone.clear(), probe.fed.clear(), probe.ideal.clear(), probe.waits.clear(), probe.computes.clear()
+    probe.alone.clear(), probe.forget()
     return _Turn(rung, probe, steps_in_budget(turn_s / 3, seconds_per_batch, maximum=200),
                  steps_in_budget(2 * turn_s / 3, seconds_per_pair, maximum=100))  # fmt: skip
 
@@ -187,6 +188,7 @@ def _row(turn: _Turn) -> dict[str, Any]:
         "efficiency_range": fed.efficiency_range,
         "data_wait_ms": fed.data_wait_ms,
         "compute_ms": fed.compute_ms,
+        "premade_step_ms": fed.premade_step_ms,
         "rounds": len(alone),
         "steps_per_turn": turn.steps,
         "peak_device_mib": fed.peak_device_mib,
@@ -199,7 +201,7 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
     lines = [
         f"{label}\n" if label else "",
         "| rung | loader alone, samples/s | × first | fed end to end, samples/s | pre-made, samples/s | efficiency "
-        "| data-wait ms | compute ms |",
+        "| data-wait ms | step ms, fed / pre-made |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -209,7 +211,7 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
         lines.append(
             f"| {r['name']}{mark} | {r['samples_per_s']:.0f} ({low:.0f}–{high:.0f}) | {r['speedup_vs_first']:.1f} | "
             f"{r['fed_samples_per_s']:.0f} | {r['ideal_samples_per_s']:.0f} | {r['pipeline_efficiency']:.2f} "
-            f"({e_low:.2f}–{e_high:.2f}) | {r['data_wait_ms']:.1f} | {r['compute_ms']:.1f} |"
+            f"({e_low:.2f}–{e_high:.2f}) | {r['data_wait_ms']:.1f} | {r['compute_ms']:.1f} / {r['premade_step_ms']:.1f} |"
         )
     notes = sorted({r["model_note"] for r in rows if r["model_note"]})
     lines += [f"\n† {note}" for note in notes]
@@ -267,7 +269,7 @@ def sr_ladder(
         Rung("lazy crop, num_workers=0", lazy_plain, lr_input_model),
         Rung(f"lazy crop, {workers} workers, prefetch 4, persistent", lazy_tuned, lr_input_model, workers,
              prefetched=4 * workers),
-        Rung("decoded uint8 cache, batch crops", cached, lr_input_model),
+        Rung("decoded uint8 cache, batch crops (uint8 out: the step makes it float)", cached, lr_input_model),
     ]  # fmt: skip
 
 
@@ -330,8 +332,8 @@ def cifar_ladder(
         return build
 
     return [
-        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers, "
-             f"batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, prefetched=2 * seed_workers,
+        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers"
+             + (" (the post's 4, capped at the cores here)" if seed_workers < 4 else "") + f", batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, prefetched=2 * seed_workers,
              model_note="the same network on 224-px crops: (224/32)^2 = 49x the pixels of a 32-px image"),
         Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} workers",
              native_pil, model, seed_workers, classification_train_step, prefetched=2 * seed_workers),

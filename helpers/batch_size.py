@@ -1,0 +1,82 @@
+"""Choosing a batch size from measured memory: one training step measured at a small batch, scaled to the memory
+free on the device (a CUDA GPU's free bytes, or a CPU machine's available RAM), halved on a CUDA out-of-memory error.
+
+Copy with: measure.py (resident-memory probes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .measure import current_rss_bytes, peak_rss_bytes, reset_peak_rss
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Memory free for new tensors: the CUDA device's free bytes, or the machine's available RAM (Linux) on a CPU."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _step_bytes(run_step: Callable[[int], Any], batch: int, device: torch.device) -> int:
+    """Peak extra memory of one step at `batch` samples (device allocator on CUDA; on a CPU, resident memory or the
+    tensors saved for backward, whichever is larger)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        run_step(batch)
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    # On a CPU, resident memory misses what the allocator reuses from earlier steps (it grows by little or nothing),
+    # so the bytes autograd saves for the backward pass, the bulk of a step's memory, are counted too.
+    saved: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        try:
+            saved[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        except (RuntimeError, NotImplementedError):  # tensors without a plain storage (mkldnn, sparse)
+            saved[id(tensor)] = tensor.numel() * tensor.element_size()
+        return tensor
+
+    reset_peak_rss()
+    before = current_rss_bytes() or 0
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        run_step(batch)
+    return max((peak_rss_bytes() or 0) - before, sum(saved.values()), 1)
+
+
+def batch_that_fits(
+    run_step: Callable[[int], Any], *, wanted: int, device: torch.device, share: float = 0.5, probe: int = 2
+) -> tuple[int, str]:
+    """The largest batch up to `wanted` whose training step fits in `share` of the free memory: one step at `probe`
+    samples is measured and scaled; on CUDA an out-of-memory error then halves the batch until a step succeeds.
+
+    `run_step(batch)` runs one step at that batch size. Returns the batch and a sentence saying how it was chosen.
+    """
+    device = torch.device(device)
+    per_sample = _step_bytes(run_step, probe, device) / probe
+    free = free_memory_bytes(device)
+    fits = wanted if free is None else max(1, min(wanted, int(share * free / per_sample)))
+    why = (f"batch {fits}: {per_sample / 2**20:.0f} MiB per sample measured, {free / 2**30:.1f} GiB free"
+           if free is not None else f"batch {fits}: free memory unknown here")  # fmt: skip
+    while True:
+        try:
+            run_step(fits)
+            return fits, why + (f" (asked for {wanted})" if fits < wanted else "")
+        except torch.cuda.OutOfMemoryError:
+            if fits == 1:
+                raise
+            torch.cuda.empty_cache()
+            fits //= 2
+            why += f"; out of memory on the device, halved to {fits}"
