@@ -101,7 +101,8 @@ def sweep_loader_settings(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Measure samples/s of the dataset through a DataLoader for each setting, `repeats` times with the settings
-    interleaved (so a burst of load cannot favour one); one row per setting: the median, and every repeat's value."""
+    interleaved (so a burst of load cannot favour one); one row per setting: the median, and every repeat's value.
+    Each setting times `batches` batches, or twice what its workers can hold ready if that is more."""
     runs: list[list[float]] = [[] for _ in settings]
     with tqdm(total=repeats * len(settings), desc="loader sweep", leave=False) as bar:
         for _ in range(repeats):
@@ -109,10 +110,14 @@ def sweep_loader_settings(
                 # worker start-up (paid once per epoch) and every batch the workers made ahead meanwhile: a full
                 # queue would make the first timed batches look instant
                 workers = setting.get("num_workers", 0)
-                warmup = 1 + workers * (setting.get("prefetch_factor") or 2) if workers else 1
-                samples = batch_size * (batches + warmup)
+                in_flight = workers * (setting.get("prefetch_factor") or 2)
+                warmup = 1 + in_flight
+                # what the workers make while the queue drains is in the timed window too: time at least twice
+                # what can be in flight, so it cannot decide the rate
+                timed = max(batches, 2 * in_flight)
+                samples = batch_size * (timed + warmup)
                 loader = make_loader(dataset, batch_size, seed=seed, samples_per_epoch=samples, **setting)
-                runs[index].append(time_batches(loader, batches, warmup=warmup)["samples_per_s"])
+                runs[index].append(time_batches(loader, timed, warmup=warmup)["samples_per_s"])
                 del loader
                 bar.update(1)
     return [

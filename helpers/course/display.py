@@ -61,15 +61,16 @@ def rows_to_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def show_table(rows_or_markdown: Sequence[Mapping[str, Any]] | str, *, title: str | None = None) -> TableText:
-    """Show a table rendered in a notebook (printed as text elsewhere); return its markdown for `record_result`."""
+    """Show a table rendered in a notebook (printed as text elsewhere); return its markdown, under its title in bold,
+    for `record_result`."""
     markdown = rows_or_markdown if isinstance(rows_or_markdown, str) else rows_to_markdown(rows_or_markdown)
     markdown = markdown.strip()
+    text = f"**{title}**\n\n{markdown}" if title else markdown  # the report keeps the title: it names data and device
     if not in_notebook():
         print(f"{title}\n\n{markdown}" if title else markdown, flush=True)
-        return TableText(markdown)
-    text = f"**{title}**\n\n{markdown}" if title else markdown
+        return TableText(text)
     display({"text/markdown": text, "text/plain": text}, raw=True)  # Lab, Colab and nbconvert render markdown
-    return TableText(markdown)
+    return TableText(text)
 
 
 def _duration(seconds: float) -> str:

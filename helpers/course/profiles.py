@@ -96,7 +96,7 @@ PROFILES: dict[str, Profile] = {
         "cpu", "a few minutes per notebook on a laptop CPU", notebook_limit_s=900, gallery_images=8,
         memory_images=None, sr_batch=16, sr_crop=128, pipeline_blocks=5, pipeline_budget_s=20, ladder_rounds=5, ladder_turn_s=3,
         sweep_batches=8, sweep_repeats=3, cifar_images=None, cifar_ladder_batch=128, cifar_ladder_model="small",
-        precision_budget_s=12, conv_batch=128, compare_steps=3, compare_batch=32, compare_model="resnet18", gan=(32, 4, 96, 16),
+        precision_budget_s=12, conv_batch=128, compare_steps=6, compare_batch=32, compare_model="resnet18", gan=(32, 4, 96, 16),
         sr=SRTraining(features=32, blocks=8, hr_crop=96, batch=16, batches_per_epoch=100, learning_rate=2e-3,
                       budget_s=150, steps=4000),
         cifar=CifarTraining(images=None, batch=128, learning_rate=0.2, model="resnet18", budget_s=150, steps=4000),

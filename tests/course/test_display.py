@@ -34,7 +34,7 @@ def test_outside_a_notebook_the_table_is_printed_and_returned(capsys):
     text = show_table(ROWS, title="SR ladder (smoke)")
     printed = capsys.readouterr().out
     assert printed.startswith("SR ladder (smoke)\n\n| rung |") and "| lazy crop |" in printed
-    assert text == rows_to_markdown(ROWS) and isinstance(text, str)
+    assert text == "**SR ladder (smoke)**\n\n" + rows_to_markdown(ROWS) and isinstance(text, str)
     assert show_table("| a | b |\n|---|---|\n| 1 | 2 |\n") == "| a | b |\n|---|---|\n| 1 | 2 |"
 
 
