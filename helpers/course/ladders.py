@@ -290,7 +290,7 @@ def seed_post_batch(
         per_image = seconds_per_call(lambda: run(2), calls=1, device=device) / 2
         if per_image * batch > step_s:
             batch = max(1, int(step_s / per_image))
-            why += f"; {per_image:.2f} s per image per step, so batch {batch} for steps of about {step_s:g} s"
+            why += f"; {per_image:.2f} s per image per step, so batch {batch} for steps of about {step_s:.2g} s"
     return batch, why
 
 
