@@ -127,17 +127,17 @@ def layout_verdict(*, rgb_ms: float, word_ms: float) -> str:
 def seed_claim_verdict(
     *, before: dict[str, Any], after: dict[str, Any], claimed_before: float, claimed_after: float
 ) -> str:
-    """02: the post's before/after measured here: like for like first (the loaders alone, each rung's efficiency),
-    then end to end, which mixes loader and model when the two rungs feed different models; then the post's claim."""
+    """02: the post's before/after measured here: like for like first (the loaders alone), then each rung's efficiency
+    and end to end, which mix loader and model when the two rungs feed different models; then the post's claim."""
     alone = after["samples_per_s"] / before["samples_per_s"]
     ratio = after["fed_samples_per_s"] / before["fed_samples_per_s"]
-    mixed = " (the 'before' rung trains a model on HR-size inputs, so this ratio mixes loader and model)" if (
+    mixed = " (the 'before' rung trains a model on HR-size inputs, so these two mix loader and model)" if (
         before["model_note"] != after["model_note"]
     ) else ""
     return (
         f"Loader alone, like for like: '{after['name']}' {after['samples_per_s']:.0f} samples/s against "
-        f"{before['samples_per_s']:.0f} for '{before['name']}', {ratio_text(alone)}; pipeline efficiency "
-        f"{efficiency_text(after)} against {efficiency_text(before)}. End to end: {after['fed_samples_per_s']:.0f} "
+        f"{before['samples_per_s']:.0f} for '{before['name']}', {ratio_text(alone)}. Pipeline efficiency "
+        f"{efficiency_text(after)} against {efficiency_text(before)}, and end to end {after['fed_samples_per_s']:.0f} "
         f"against {before['fed_samples_per_s']:.0f} samples/s, {ratio_text(ratio)}{mixed}. The post reported "
         f"{claimed_before:g} -> {claimed_after:g} images/s end to end on its GPU, {ratio_text(claimed_after / claimed_before)}."
     )
@@ -198,7 +198,8 @@ def augmentation_claim_verdict(
         "together. The post's own pipeline (224 px) "
         f"delivered {post['samples_per_s']:.0f} images/s: kornia at 32 px {ratio_text(device_rung['samples_per_s'] / post['samples_per_s'])} "
         f"that, a ratio that mixes moving the augmentation with shrinking the crop 49x in pixels. End to end, feeding "
-        f"the same network: {post['fed_samples_per_s']:.0f} (224-px inputs) against {device_rung['fed_samples_per_s']:.0f} images/s."
+        f"the same network: {post['fed_samples_per_s']:.0f} (224-px inputs, at the batch its rung names) against "
+        f"{device_rung['fed_samples_per_s']:.0f} images/s."
     )
 
 
@@ -311,5 +312,5 @@ def census_verdict(
     return (
         f"{at_claim} of {total} images are {claimed[0]}x{claimed[1]}; {standard_count} have the standard BSDS300 "
         f"sizes ({sizes}); {len({(w, h) for (w, h, _, _) in census})} different sizes in all."
-    ) + (" The stand-in was cut to BSDS300's sizes, so on it this census cannot test the claim: the real BSDS300 can."
-         if standin else "")
+    ) + (" The stand-in was cut to BSDS300's sizes wherever its photographs are large enough, so on it this census "
+         "cannot test the claim: the real BSDS300 can." if standin else "")

@@ -47,9 +47,12 @@ def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
     before = _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs")
     after = _ladder_row("lazy", 600, 151, 300, 0.50)
     text = verdicts.seed_claim_verdict(before=before, after=after, claimed_before=18, claimed_after=25)
-    assert "12.6x" in text and "1.4x" in text and "mixes loader and model" in text
-    # like for like first: the loaders alone (600/100), then end to end, then the post's claim on its own
-    assert text.index("Loader alone") < text.index("6.0x") < text.index("End to end") < text.index("12.6x")
+    assert "12.6x" in text and "1.4x" in text and "these two mix loader and model" in text
+    # like for like first: the loaders alone (600/100); then efficiency and end to end, which mix loader and model
+    # (the efficiency is not inside the like-for-like sentence); then the post's claim on its own
+    like_for_like = text[: text.index(". ")]
+    assert "6.0x" in like_for_like and "efficiency" not in like_for_like
+    assert text.index("6.0x") < text.index("Pipeline efficiency") < text.index("end to end") < text.index("12.6x")
     assert text.index("12.6x") < text.index("The post reported")
 
 
