@@ -1,7 +1,7 @@
 """Choosing a batch size from measured memory: one training step measured at a small batch, scaled to the memory
 free on the device (a CUDA GPU's free bytes, or a CPU machine's available RAM), halved on a CUDA out-of-memory error.
 
-Copy with: measure.py (resident-memory probes).
+Copy with: measure.py (resident and free memory probes).
 """
 
 from __future__ import annotations
@@ -11,21 +11,7 @@ from typing import Any
 
 import torch
 
-from .measure import current_rss_bytes, peak_rss_bytes, reset_peak_rss
-
-
-def free_memory_bytes(device: torch.device) -> int | None:
-    """Memory free for new tensors: the CUDA device's free bytes, or the machine's available RAM (Linux) on a CPU."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+from .measure import current_rss_bytes, free_memory_bytes, peak_rss_bytes, reset_peak_rss
 
 
 def _step_bytes(run_step: Callable[[int], Any], batch: int, device: torch.device) -> int:

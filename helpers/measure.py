@@ -94,15 +94,23 @@ def reset_peak_rss() -> bool:
         return False
 
 
-def peak_rss_bytes() -> int | None:
-    """This process's peak resident set size since start or the last reset, in bytes (None where unknown)."""
+def _proc_bytes(path: str, key: str) -> int | None:
+    """The `key:` line of a Linux /proc file that counts kB (VmRSS, MemAvailable, ...), in bytes; None where absent."""
     try:
-        with open("/proc/self/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(f"{key}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return None
+
+
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident set size since start or the last reset, in bytes (None where unknown)."""
+    peak = _proc_bytes("/proc/self/status", "VmHWM")
+    if peak is not None:
+        return peak
     if resource is None:
         return None
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
@@ -127,14 +135,14 @@ def synchronize(device: torch.device) -> None:
 
 def current_rss_bytes() -> int | None:
     """This process's resident set size now, in bytes (None where unknown)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    return _proc_bytes("/proc/self/status", "VmRSS")
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Memory free for new tensors: the CUDA device's free bytes, or the machine's available RAM (Linux) on a CPU."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return _proc_bytes("/proc/meminfo", "MemAvailable")
 
 
 # --- a loader alone ---
@@ -240,6 +248,13 @@ class PipelineProbe:
         self.premade_steps.append(self.ideal[-1][0] / steps)
         return samples / self.ideal[-1][0]
 
+    def seconds_per_pair(self) -> float:
+        """Time one fed and one pre-made step (a calibration), forget both, and return the seconds the pair took."""
+        samples = count_samples(self.batches[0])
+        seconds = samples / self.fed_block(1) + samples / self.premade_block(1)
+        self.forget()
+        return seconds
+
     def forget(self) -> None:
         """Drop every fed and pre-made block recorded so far (a calibration pair, say), keeping the loader running."""
         for recorded in (self.fed, self.ideal, self.waits, self.computes, self.premade_steps):
@@ -289,9 +304,7 @@ def measure_pipeline(
         raise ValueError("give exactly one of steps_per_block and budget_s")
     probe = PipelineProbe(loader, step, device, premade=premade, warmup=warmup)
     if steps_per_block is None:
-        pair_s = sum(count_samples(probe.batches[0]) / rate for rate in (probe.fed_block(1), probe.premade_block(1)))
-        steps_per_block = steps_in_budget(budget_s / blocks, pair_s)
-        probe.forget()
+        steps_per_block = steps_in_budget(budget_s / blocks, probe.seconds_per_pair())
     reset_peak_rss()
     reset_peak_device_memory(probe.device)
     for _ in range(blocks):
@@ -312,11 +325,8 @@ def measure_pipelines(
     its `blocks` fed + pre-made pairs take about its share of `budget_s`, then the blocks run round-robin, pipeline
     after pipeline, so a burst of load on the machine hits all of them alike. Each result has its ranges."""
     probes = {name: PipelineProbe(loader, step, device, warmup=warmup) for name, (loader, step) in pipelines.items()}
-    sizes = {}
-    for name, probe in probes.items():
-        pair_s = sum(count_samples(probe.batches[0]) / rate for rate in (probe.fed_block(1), probe.premade_block(1)))
-        sizes[name] = steps_in_budget(budget_s / len(probes) / blocks, pair_s)
-        probe.forget()
+    share_s = budget_s / len(probes) / blocks
+    sizes = {name: steps_in_budget(share_s, probe.seconds_per_pair()) for name, probe in probes.items()}
     for _ in range(blocks):
         for name, probe in probes.items():
             probe.fed_block(sizes[name])

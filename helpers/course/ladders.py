@@ -131,10 +131,9 @@ def _build(rung: Rung, device: torch.device, turn_s: float) -> _Turn:
     for _ in range(rung.prefetched):  # batches its workers made ahead would make the loader look instant
         next(probe.source)
     seconds_per_batch = 2 / probe.loader_block(2) * count_samples(probe.batches[0])
-    seconds_per_pair = (1 / probe.fed_block(1) + 1 / probe.premade_block(1)) * count_samples(probe.batches[0])
-    probe.alone.clear(), probe.forget()
+    probe.alone.clear()
     return _Turn(rung, probe, steps_in_budget(turn_s / 3, seconds_per_batch, maximum=200),
-                 steps_in_budget(2 * turn_s / 3, seconds_per_pair, maximum=100))  # fmt: skip
+                 steps_in_budget(2 * turn_s / 3, probe.seconds_per_pair(), maximum=100))  # fmt: skip
 
 
 def _take_turn(turn: _Turn) -> None:
@@ -331,9 +330,10 @@ def cifar_ladder(
 
         return build
 
+    capped = " (the post's 4, capped at the cores here)" if seed_workers < 4 else ""
     return [
-        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers"
-             + (" (the post's 4, capped at the cores here)" if seed_workers < 4 else "") + f", batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, prefetched=2 * seed_workers,
+        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers{capped}, "
+             f"batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, prefetched=2 * seed_workers,
              model_note="the same network on 224-px crops: (224/32)^2 = 49x the pixels of a 32-px image"),
         Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} workers",
              native_pil, model, seed_workers, classification_train_step, prefetched=2 * seed_workers),
