@@ -44,6 +44,11 @@ def _ranges_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
+def _noise_note(a: tuple[float, float] | None, b: tuple[float, float] | None) -> str:
+    """What to append to a ratio whose two (low, high) ranges overlap; nothing when they do not or one is unknown."""
+    return " (ranges overlap: within the noise)" if a is not None and b is not None and _ranges_overlap(a, b) else ""
+
+
 def efficiency_text(row: dict[str, Any]) -> str:
     """A rung's pipeline efficiency with its range, and whether it is as fast as pre-made batches within the noise
     (a median of at least 0.95 with a range that reaches 1: one lucky block alone does not make it so)."""
@@ -61,10 +66,8 @@ def ladder_verdict(rows: Sequence[dict[str, Any]], *, first: int = 0) -> str:
     for r in rows:
         if r is base:
             continue
-        text = f"'{r['name']}' {ratio_text(r['samples_per_s'] / base['samples_per_s'])}"
-        if "samples_per_s_range" in r and _ranges_overlap(r["samples_per_s_range"], base["samples_per_s_range"]):
-            text += " (ranges overlap: within the noise)"
-        parts.append(text)
+        parts.append(f"'{r['name']}' {ratio_text(r['samples_per_s'] / base['samples_per_s'])}"
+                     + _noise_note(r.get("samples_per_s_range"), base.get("samples_per_s_range")))
     lines = [f"Loader alone, against '{base['name']}': " + "; ".join(parts) + "."]
     if len(same_model) >= 2:
         fast = max(same_model, key=lambda r: r["fed_samples_per_s"])
@@ -84,7 +87,7 @@ def ladder_verdict(rows: Sequence[dict[str, Any]], *, first: int = 0) -> str:
 
 def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """True when two sweep rows' ranges over repeats overlap (their difference is within the noise seen)."""
-    return min(a["runs"]) <= max(b["runs"]) and min(b["runs"]) <= max(a["runs"])
+    return _ranges_overlap((min(a["runs"]), max(a["runs"])), (min(b["runs"]), max(b["runs"])))
 
 
 def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
@@ -188,12 +191,12 @@ def augmentation_claim_verdict(
     where = (f"on {device}" if not device.startswith("cpu") else
              "on the CPU: here the 'device' is the CPU itself, so this run measured no GPU")  # fmt: skip
     same = device_rung["samples_per_s"] / native["samples_per_s"]
-    overlap = _ranges_overlap(device_rung.get("samples_per_s_range", (0, 0)), native.get("samples_per_s_range", (1, 1)))
+    noise = _noise_note(device_rung.get("samples_per_s_range"), native.get("samples_per_s_range"))
     return (
         f"The post claimed {claimed_ratio:.0f}x less augmentation time from moving it to the GPU; its pipeline runs per "
         f"sample on the CPU. Loader alone (decode + augment), measured {where}. At the same 32 px: kornia on the whole "
         f"dataset {device_rung['samples_per_s']:.0f} images/s against per-sample PIL {native['samples_per_s']:.0f}, "
-        f"{ratio_text(same)}{' (ranges overlap: within the noise)' if overlap else ''}; the PIL loader decodes a PNG file "
+        f"{ratio_text(same)}{noise}; the PIL loader decodes a PNG file "
         "per sample as well, the on-device one holds decoded pixels, so this ratio is decoding and augmentation "
         "together. The post's own pipeline (224 px) "
         f"delivered {post['samples_per_s']:.0f} images/s: kornia at 32 px {ratio_text(device_rung['samples_per_s'] / post['samples_per_s'])} "
@@ -223,8 +226,7 @@ def pipelines_claim_verdict(measured: dict[str, Any], *, claimed_before: float, 
     """05: two pipelines feeding the same model, end to end (with ranges over interleaved blocks), then the post's own
     before/after, which was measured elsewhere (its hardware, its 'before')."""
     (before_name, before), (after_name, after) = measured.items()
-    ranges = [r.samples_per_s_range for r in (before, after)]
-    noise = " (their ranges overlap: within this machine's noise)" if None not in ranges and _ranges_overlap(*ranges) else ""
+    noise = _noise_note(before.samples_per_s_range, after.samples_per_s_range)
     return (
         f"End to end, feeding the same model: '{after_name}' {after.samples_per_s:.1f} images/s against "
         f"'{before_name}' {before.samples_per_s:.1f}, {ratio_text(after.samples_per_s / before.samples_per_s)}{noise}; "
@@ -242,8 +244,7 @@ def same_steps_verdict(
     """06: the post's set-up against the course's over the same steps (medians over interleaved rounds, with ranges),
     what differs between them besides the loader, and the pixel ratio of their inputs."""
     post, course = statistics.median(post_rates), statistics.median(course_rates)
-    noise = " (ranges overlap: within the noise)" if _ranges_overlap(
-        (min(post_rates), max(post_rates)), (min(course_rates), max(course_rates))) else ""
+    noise = _noise_note((min(post_rates), max(post_rates)), (min(course_rates), max(course_rates)))
     differs = ["the loader", f"the input size ({post_px} px against {course_px}: {(post_px / course_px) ** 2:.0f}x the "
                "pixels per image)"]
     if not same_network:
