@@ -2,6 +2,7 @@
 and a whole dataset held on the device as uint8 (no DataLoader at all).
 
 Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep).
+Needs: numpy, torch; optional: tqdm (sweep_loader_settings's progress bar).
 """
 
 from __future__ import annotations
@@ -14,10 +15,19 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
-from tqdm.auto import tqdm
 
 from .measure import time_batches
 from .seeding import rank_seed
+
+
+def tqdm(*args: Any, **kwargs: Any) -> Any:
+    """tqdm's progress bar, imported only when a sweep runs: the rest of this module does not need tqdm."""
+    try:
+        from tqdm.auto import tqdm as progress_bar
+    except ImportError as error:
+        message = "sweep_loader_settings shows its progress with tqdm, which is not installed: pip install tqdm"
+        raise ImportError(message) from error
+    return progress_bar(*args, **kwargs)
 
 
 def seed_worker(worker_id: int) -> None:

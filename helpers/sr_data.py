@@ -2,6 +2,7 @@
 rotations, lazy random crops made in `__getitem__`, paired device augmentation, and whole-image evaluation pairs.
 
 Copy with: images.py (safe decoding, uint8 to float) and resize.py (MATLAB-compatible bicubic).
+Needs: numpy, pillow, torch; optional: kornia (PairedSRAugment's colour jitter).
 
 For a decoded uint8 cache and fast crop loaders, add sr_cache.py (and atomic.py).
 """
@@ -13,7 +14,6 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import kornia.augmentation as K
 import torch
 from PIL import Image
 from torch.utils.data import Dataset, get_worker_info
@@ -104,7 +104,14 @@ class PairedSRAugment(torch.nn.Module):
 
     def __init__(self, jitter: float = 0.0, jitter_p: float = 0.5) -> None:
         super().__init__()
-        self.jitter = K.ColorJitter(jitter, jitter, jitter, 0.0, p=jitter_p) if jitter > 0 else None
+        self.jitter = None
+        if jitter > 0:
+            try:  # optional: only the colour jitter needs kornia
+                from kornia.augmentation import ColorJitter
+            except ImportError as error:
+                message = "PairedSRAugment(jitter > 0) needs kornia, which is not installed: pip install kornia"
+                raise ImportError(f"{message} (jitter=0, flips and rotations only, needs only torch)") from error
+            self.jitter = ColorJitter(jitter, jitter, jitter, 0.0, p=jitter_p)
 
     def forward(self, lr: torch.Tensor, hr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return augmented float (lr, hr) batches."""
