@@ -194,7 +194,7 @@ class DeviceTensorLoader:
         return cls(*dataset_tensors(dataset), **options)
 
     def __repr__(self) -> str:
-        full, rest = divmod(self._shard_size(), self.batch_size)
+        rest = self._shard_size() % self.batch_size
         last = f", the last of {rest}" if rest and not self.drop_last else (f", {rest} dropped" if rest else "")
         order = "shuffled" if self.shuffle else "in order"
         augment = f"augment={type(self.augment).__name__}" if self.augment is not None else "no augmentation"

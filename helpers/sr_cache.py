@@ -11,23 +11,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import queue
-import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from .atomic import build_once, reserve_file
 from .images import ImageTooSmallError, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
-from .sr_data import (  # BackgroundPrefetcher lives in sr_data.py; imported here, sr_cache.BackgroundPrefetcher stays
-    SCALES, BackgroundPrefetcher, bicubic_downscale, check_options, check_sr_geometry, describe_sr_batches,
-    epoch_batches, list_images, make_lr, mod_crop, paired_dihedral, rgb_to_luma,
-)  # fmt: skip
+from .sr_data import (
+    SCALES,
+    BackgroundPrefetcher,
+    bicubic_downscale,
+    check_options,
+    check_sr_geometry,
+    describe_sr_batches,
+    epoch_batches,
+    list_images,
+    make_lr,
+    mod_crop,
+    paired_dihedral,
+    rgb_to_luma,
+)
 
+# BackgroundPrefetcher lives in sr_data.py now; imported above, sr_cache.BackgroundPrefetcher still works
 PIXEL_BYTES = 4  # the decoded cache stores RGBX: R, G, B and one padding byte
 
 

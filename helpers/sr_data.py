@@ -278,7 +278,7 @@ class LazyCropSRDataset(SeededDataset):
         check_crop_fits(image.size, self.hr_crop, path=path)
         generator = self._generator()
         if self.crop == "center":  # torchvision's CenterCrop: the origin rounded from the centre
-            x, y = int(round((image.width - self.hr_crop) / 2)), int(round((image.height - self.hr_crop) / 2))
+            x, y = round((image.width - self.hr_crop) / 2), round((image.height - self.hr_crop) / 2)
         else:
             x, y = self._origin(image.width, image.height, self.hr_crop, self.scale, generator)
         crop = image.crop((x, y, x + self.hr_crop, y + self.hr_crop))

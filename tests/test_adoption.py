@@ -6,6 +6,10 @@ same batches per epoch, the same channel, the same LR resampling, the same augme
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
 import kornia.augmentation as K
 import numpy as np
 import pytest
@@ -180,3 +184,52 @@ def test_cifar_device_augment_draws_what_the_scripts_transforms_draw():
     script = T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor()])
     sample = script(Image.fromarray(trainset.data[0]))
     assert float((_padded_views(source[0]) - sample).abs().amax(dim=(1, 2, 3)).min()) < 1e-6  # the same family
+
+
+# --- the README's diffs themselves, executed ---------------------------------------------------------------------
+
+
+def readme_diffs() -> list[str]:
+    """The code a README adoption diff leaves (context and added lines), with `mine` the helpers package."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```diff\n(.*?)```", text, flags=re.S)
+    kept = ["\n".join(line[1:] for line in block.splitlines() if line[:1] in "+ ") for block in blocks]
+    return [code.replace("from mine.", "from helpers.") for code in kept]
+
+
+def test_the_readme_sr_diffs_run_and_keep_the_scripts_batches(tmp_path, capsys):
+    from skimage import data as skdata
+
+    photo = skdata.astronaut()
+    for i in range(10):  # 10 images of at least 256 px, in batches of 4: 3 batches, the last of 2
+        crop = np.ascontiguousarray(photo[5 * i : 5 * i + 270, 9 * i : 9 * i + 300])
+        Image.fromarray(crop).save(tmp_path / f"{i}.png")
+    paths = sorted(tmp_path.glob("*.png"))
+    sr = [d for d in readme_diffs() if "LazyCropSRDataset" in d or "DeviceSRCropLoader" in d]
+    assert len(sr) == 2
+    script = ScriptSRDataset(paths, 256, 4)
+    for code in sr:
+        opt = SimpleNamespace(upscale_factor=4, batchSize=4, threads=0)
+        scope = {"opt": opt, "device": "cpu", "DataLoader": DataLoader}
+        exec(code.replace("dataset/BSDS300/images/train", str(tmp_path)), scope)  # noqa: S102 (the README's code)
+        loader = scope["training_data_loader"]
+        assert [len(hr) for _, hr in loader] == [len(hr) for _, hr in DataLoader(script, batch_size=4)] == [4, 4, 2]
+        lr, hr = next(iter(loader))
+        assert lr.shape == (4, 1, 64, 64) and hr.shape == (4, 1, 256, 256)
+        if "train_set" in scope:
+            assert all(torch.equal(a, b) for i in range(10) for a, b in zip(scope["train_set"][i], script[i]))
+    assert "3 batches an epoch of 4 (the last of 2)" in capsys.readouterr().out
+
+
+def test_the_readme_cifar_diff_runs_and_keeps_the_scripts_batches(capsys):
+    (code,) = [d for d in readme_diffs() if "CIFAR10" in d]
+    stand_in = _script_cifar(300, None)
+    torchvision = SimpleNamespace(datasets=SimpleNamespace(CIFAR10=lambda **options: stand_in))
+    scope = {"torch": torch, "torchvision": torchvision, "device": "cpu"}
+    exec(code, scope)  # noqa: S102 (the README's code)
+    script = DataLoader(_script_cifar(300, T.ToTensor()), batch_size=128, shuffle=True)
+    loader = scope["trainloader"]
+    assert [len(y) for _, y in loader] == [len(y) for _, y in script] == [128, 128, 44]
+    images, _ = next(iter(loader))
+    assert images.shape == (128, 3, 32, 32) and images.dtype == torch.float32
+    assert "3 batches an epoch of 128, the last of 44, shuffled" in capsys.readouterr().out

@@ -11,7 +11,6 @@ packages (importing torch once), so the whole file takes seconds, not a venv per
 from __future__ import annotations
 
 import ast
-import importlib.metadata as metadata
 import json
 import re
 import shutil
@@ -19,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from importlib import metadata
 from pathlib import Path
 
 import nbformat
@@ -158,7 +158,7 @@ def run_isolated(tmp: Path, needs: set[str], cases: list[dict]) -> dict:
     (tmp / "cases.json").write_text(json.dumps(cases))
     (tmp / "runner.py").write_text(RUNNER)
     command = [sys.executable, "-I", "-S", str(tmp / "runner.py"), str(view), str(project), str(tmp / "cases.json")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp)
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=300, cwd=tmp)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert not report["leaked"], f"the copies imported the course: {report['leaked']}"
@@ -200,7 +200,8 @@ EXAMPLES = {
         from PIL import Image
         from mine.sr_cache import CachedCropLoader, DecodedSRCache
         for i in range(2):
-            Image.fromarray(np.random.default_rng(i).integers(0, 256, (70, 90, 3), dtype=np.uint8)).save(DATA / f"{i}.png")
+            pixels = np.random.default_rng(i).integers(0, 256, (70, 90, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(DATA / f"{i}.png")
         cache = DecodedSRCache(DATA, scale=2, cache_dir=DATA / "cache")
         loader = CachedCropLoader(cache, batch_size=4, hr_crop=32, batches_per_epoch=2, seed=0)
         lr, hr = next(iter(loader))
