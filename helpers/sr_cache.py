@@ -249,7 +249,9 @@ class CachedCropLoader:
 
     With `prefetch` batches ahead (default: 2 on an accelerator, 0 on the CPU, where the step already uses every
     core and a producer thread would only compete with it), the next batch is gathered in a background thread.
-    With `as_float=False` batches stay uint8 on the device, for a step that normalises them itself.
+    With `as_float=False` batches stay uint8 on the device, for a step that normalises them itself. `channels="y"`
+    gives PIL's YCbCr Y of the crops (LR: the Y of the cache's MATLAB-bicubic LR). An epoch is `batches_per_epoch`
+    batches, or, when None, a DataLoader's count over the images (the short last batch kept unless `drop_last`).
     """
 
     def __init__(
@@ -311,7 +313,8 @@ class DeviceSRCropLoader:
     taken there, LR made there by antialiased bicubic downscale, and the same random flip/rot90 on both.
 
     Yields float (lr, hr) batches on `device`; the CPU only draws a few random numbers per batch. `channels="y"`
-    gives PIL's YCbCr Y (LR made from the Y crop, as a script resizing its Y image does) and `lr_resample` the filter.
+    gives PIL's YCbCr Y (LR made from the Y crop, as a script resizing its Y image does) and `lr_resample` the filter;
+    epochs are counted as CachedCropLoader counts them. `print(loader)` says what it yields.
     """
 
     def __init__(
