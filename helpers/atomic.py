@@ -6,7 +6,8 @@ old complete version or the new complete one, never half of either. `build_once`
 data several processes may build at once: take the lock, look again (another process may have finished while this
 one waited), clear what a killed builder left behind, build privately, publish only a complete build.
 
-Copy alone: needs only the standard library (POSIX `fcntl` for the lock; elsewhere the lock is a no-op).
+Copy alone.
+Needs: the standard library only (POSIX `fcntl` for the lock; elsewhere the lock is a no-op).
 """
 
 from __future__ import annotations

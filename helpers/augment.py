@@ -2,6 +2,7 @@
 plus normalisation and its inverse for display.
 
 Copy with: images.py (the uint8 to float conversion).
+Needs: torch, kornia, numpy, pillow (the last two through images.py).
 """
 
 from __future__ import annotations

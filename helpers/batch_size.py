@@ -2,6 +2,7 @@
 free on the device (a CUDA GPU's free bytes, or a CPU machine's available RAM), halved on a CUDA out-of-memory error.
 
 Copy with: measure.py (resident and free memory probes).
+Needs: torch.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 with every global RNG state so that a resumed run continues exactly; resuming falls back to the newest complete
 file when the last one is missing or damaged, and a checkpoint of another model is a clear error, not a traceback.
 
-Copy alone: needs only numpy and torch.
+Copy alone.
+Needs: numpy, torch.
 """
 
 from __future__ import annotations

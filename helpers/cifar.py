@@ -4,7 +4,8 @@ The binary version (`cifar-10-binary.tar.gz`) is fixed 3,073-byte records, 1 lab
 and 1,024 blue bytes, row-major, read here with `numpy.frombuffer`. Nothing is unpickled: the python version of the
 dataset is a pickle, and a pickle can run code, even through a restricted unpickler limited to NumPy's own types.
 
-Copy alone: needs only numpy and torch.
+Copy alone.
+Needs: numpy, torch.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ and on 2 nodes (run on each node, with its own --node_rank):
     torchrun --nnodes 2 --node_rank 0 --nproc_per_node 4 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
         -m helpers.train cifar --profile full
 
-Copy alone: needs only torch.
+Copy alone.
+Needs: torch.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 several processes fetch or extract into the same folder at once.
 
 Copy with: atomic.py (the inter-process lock, staging folders published in one rename).
+Needs: tqdm (the download's progress bar).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The machine: which device to use, how many cores and how much memory there are, and a one-line environment report.
 
-Copy alone: needs only torch.
+Copy alone.
+Needs: torch.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ each rank evaluating its share under torchrun.
 
 Copy with: metrics.py and resize.py (the protocol), step.py (autocast dtypes) and distributed.py (reductions; a
 no-op on one process).
+Needs: torch.
 """
 
 from __future__ import annotations

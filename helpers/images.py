@@ -1,7 +1,8 @@
 """Reading images safely (decode fully, any mode to 8-bit RGB, the file named when something is wrong) and the one
 place where uint8 pixels become float tensors in [0, 1].
 
-Copy alone: needs only numpy, pillow and torch.
+Copy alone.
+Needs: numpy, pillow, torch.
 """
 
 from __future__ import annotations

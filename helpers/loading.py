@@ -2,6 +2,7 @@
 and a whole dataset held on the device as uint8 (no DataLoader at all).
 
 Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep).
+Needs: numpy, torch; optional: tqdm (sweep_loader_settings's progress bar).
 """
 
 from __future__ import annotations
@@ -14,10 +15,19 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
-from tqdm.auto import tqdm
 
 from .measure import time_batches
 from .seeding import rank_seed
+
+
+def tqdm(*args: Any, **kwargs: Any) -> Any:
+    """tqdm's progress bar, imported only when a sweep runs: the rest of this module does not need tqdm."""
+    try:
+        from tqdm.auto import tqdm as progress_bar
+    except ImportError as error:
+        message = "sweep_loader_settings shows its progress with tqdm, which is not installed: pip install tqdm"
+        raise ImportError(message) from error
+    return progress_bar(*args, **kwargs)
 
 
 def seed_worker(worker_id: int) -> None:
@@ -126,6 +136,22 @@ def sweep_loader_settings(
     ]
 
 
+def dataset_tensors(dataset: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A torchvision in-memory dataset's pixels and labels as (N, C, H, W) uint8 and (N,) int64 tensors, with none of
+    its transforms: `.data` as CIFAR10 holds it (NHWC uint8 numpy) or MNIST (NHW uint8 tensor), `.targets` a list
+    or tensor. The result goes straight into DeviceTensorLoader (see DeviceTensorLoader.from_dataset)."""
+    data, targets = getattr(dataset, "data", None), getattr(dataset, "targets", None)
+    if data is None or targets is None:
+        name = type(dataset).__name__
+        raise TypeError(f"{name} has no .data and .targets (torchvision's CIFAR10, CIFAR100, MNIST and FashionMNIST "
+                        "have): stack its images into a uint8 (N, C, H, W) tensor yourself")  # fmt: skip
+    images = torch.as_tensor(np.asarray(data))
+    if images.dtype != torch.uint8 or images.ndim not in (3, 4):
+        raise ValueError(f"{type(dataset).__name__}.data is {images.dtype} {tuple(images.shape)}, not uint8 NHWC/NHW")
+    images = images[:, None] if images.ndim == 3 else images.permute(0, 3, 1, 2)
+    return images.contiguous(), torch.as_tensor(np.asarray(targets), dtype=torch.int64)
+
+
 class DeviceTensorLoader:
     """A whole dataset as one uint8 tensor on the device: shuffled index batches and batch augmentation, no DataLoader.
 
@@ -160,6 +186,19 @@ class DeviceTensorLoader:
         self.batch_size, self.augment, self.shuffle, self.drop_last = batch_size, augment, shuffle, drop_last
         self.generator = torch.Generator().manual_seed(seed)
         self.epoch = 0
+
+    @classmethod
+    def from_dataset(cls, dataset: Any, **options: Any) -> DeviceTensorLoader:
+        """The loader over a torchvision in-memory dataset (CIFAR10, MNIST, ...): its uint8 pixels, not its transforms;
+        give the transforms' batch equivalent as `augment` (e.g. augment.cifar_train_augment)."""
+        return cls(*dataset_tensors(dataset), **options)
+
+    def __repr__(self) -> str:
+        rest = self._shard_size() % self.batch_size
+        last = f", the last of {rest}" if rest and not self.drop_last else (f", {rest} dropped" if rest else "")
+        order = "shuffled" if self.shuffle else "in order"
+        augment = f"augment={type(self.augment).__name__}" if self.augment is not None else "no augmentation"
+        return f"DeviceTensorLoader: {len(self)} batches an epoch of {self.batch_size}{last}, {order}, {augment}"
 
     def _shard_size(self) -> int:
         return len(self.images) // self.world_size

@@ -1,7 +1,8 @@
 """Measuring an input pipeline: loader throughput, data-wait against compute, pipeline efficiency, peak memory, and
 the pipeline doctor that turns those numbers into a verdict and what to try next.
 
-Copy alone: needs only torch.
+Copy alone.
+Needs: torch.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 and top-1 accuracy.
 
 Copy with: resize.py (MATLAB-compatible bicubic for the baseline).
+Needs: torch.
 """
 
 from __future__ import annotations

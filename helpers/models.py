@@ -2,6 +2,7 @@
 a small CNN for CPU runs, and a patch discriminator for GAN super-resolution.
 
 Copy with: resize.py (the bicubic skip is the same MATLAB bicubic as the baseline).
+Needs: torch, torchvision.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """MATLAB-compatible bicubic resizing (`imresize`) in torch, to make LR inputs and bicubic baselines as SR papers do.
 
-Copy alone: needs only torch.
+Copy alone.
+Needs: torch.
 
 MATLAB's imresize(img, scale, 'bicubic') is not F.interpolate(mode='bicubic'): it uses Keys' cubic kernel with
 a = -0.5 (torch: -0.75), stretches the kernel by 1/scale when shrinking (antialiasing), mirrors the borders

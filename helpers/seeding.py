@@ -1,6 +1,7 @@
 """Seeds: one call that seeds every generator, and a distinct, reproducible seed for each distributed rank.
 
-Copy alone: needs only numpy and torch.
+Copy alone.
+Needs: numpy, torch.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 files shared by every worker and rank), and two loaders of paired crops from it: crops gathered on the CPU and sent as
 uint8, or the zero-CPU pipeline that cuts crops and makes LR on the device.
 
-Copy with: sr_data.py, images.py, resize.py (decoding, geometry, flips, MATLAB bicubic) and atomic.py (safe
-concurrent on-disk builds).
+Copy with: sr_data.py, images.py, resize.py (decoding, geometry, flips, bicubic), atomic.py (safe on-disk builds).
+Needs: numpy, pillow, torch; optional: kornia (sr_data.PairedSRAugment's colour jitter).
 """
 
 from __future__ import annotations
@@ -11,20 +11,31 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import queue
-import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from .atomic import build_once, reserve_file
 from .images import ImageTooSmallError, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
-from .sr_data import SCALES, bicubic_downscale, check_sr_geometry, list_images, mod_crop, paired_dihedral
+from .sr_data import (
+    SCALES,
+    BackgroundPrefetcher,
+    bicubic_downscale,
+    check_options,
+    check_sr_geometry,
+    describe_sr_batches,
+    epoch_batches,
+    list_images,
+    make_lr,
+    mod_crop,
+    paired_dihedral,
+    rgb_to_luma,
+)
 
+# BackgroundPrefetcher lives in sr_data.py now; imported above, sr_cache.BackgroundPrefetcher still works
 PIXEL_BYTES = 4  # the decoded cache stores RGBX: R, G, B and one padding byte
 
 
@@ -238,7 +249,9 @@ class CachedCropLoader:
 
     With `prefetch` batches ahead (default: 2 on an accelerator, 0 on the CPU, where the step already uses every
     core and a producer thread would only compete with it), the next batch is gathered in a background thread.
-    With `as_float=False` batches stay uint8 on the device, for a step that normalises them itself.
+    With `as_float=False` batches stay uint8 on the device, for a step that normalises them itself. `channels="y"`
+    gives PIL's YCbCr Y of the crops (LR: the Y of the cache's MATLAB-bicubic LR). An epoch is `batches_per_epoch`
+    batches, or, when None, a DataLoader's count over the images (the short last batch kept unless `drop_last`).
     """
 
     def __init__(
@@ -253,10 +266,13 @@ class CachedCropLoader:
         augment: bool = True,
         prefetch: int | None = None,
         as_float: bool = True,
+        channels: str = "rgb",
+        drop_last: bool = False,
     ) -> None:
+        check_options(channels, "matlab-bicubic")
         self.cache, self.batch_size, self.hr_crop, self.augment = cache, batch_size, hr_crop, augment
-        self.as_float = as_float
-        self.batches_per_epoch = batches_per_epoch or max(1, len(cache) // batch_size)
+        self.as_float, self.channels = as_float, channels
+        self.batches_per_epoch, self._last = epoch_batches(len(cache), batch_size, batches_per_epoch, drop_last)
         self.device = torch.device(device)
         self.generator = torch.Generator().manual_seed(seed)
         self.prefetch = prefetch if prefetch is not None else (0 if self.device.type == "cpu" else 2)
@@ -264,12 +280,17 @@ class CachedCropLoader:
     def __len__(self) -> int:
         return self.batches_per_epoch
 
+    def __repr__(self) -> str:
+        settings = (f"random {self.hr_crop}-px", self.augment, "the cache's matlab-bicubic", self.channels)
+        return describe_sr_batches(type(self).__name__, (len(self), self._last), self.batch_size, *settings)
+
     def _host_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         on_cuda = self.device.type == "cuda"
-        for _ in range(self.batches_per_epoch):
-            lr, hr = self.cache.sample(
-                self.batch_size, hr_crop=self.hr_crop, generator=self.generator, augment=self.augment
-            )
+        for number in range(self.batches_per_epoch):
+            size = self._last if number == self.batches_per_epoch - 1 else self.batch_size
+            lr, hr = self.cache.sample(size, hr_crop=self.hr_crop, generator=self.generator, augment=self.augment)
+            if self.channels == "y":  # PIL's YCbCr Y of the uint8 crops (one channel)
+                lr, hr = rgb_to_luma(lr), rgb_to_luma(hr)
             if on_cuda:  # pinned uint8: a quarter of the bytes of float32, copied asynchronously
                 yield lr.pin_memory(), hr.pin_memory()
             elif self.as_float:
@@ -291,7 +312,9 @@ class DeviceSRCropLoader:
     """The zero-CPU super-resolution pipeline: the decoded HR images as uint8 on the device, paired random crops
     taken there, LR made there by antialiased bicubic downscale, and the same random flip/rot90 on both.
 
-    Yields float (lr, hr) batches on `device`; the CPU only draws a few random numbers per batch.
+    Yields float (lr, hr) batches on `device`; the CPU only draws a few random numbers per batch. `channels="y"`
+    gives PIL's YCbCr Y (LR made from the Y crop, as a script resizing its Y image does) and `lr_resample` the filter;
+    epochs are counted as CachedCropLoader counts them. `print(loader)` says what it yields.
     """
 
     def __init__(
@@ -304,14 +327,19 @@ class DeviceSRCropLoader:
         seed: int = 0,
         device: str | torch.device = "cpu",
         augment: bool = True,
+        channels: str = "rgb",
+        lr_resample: str = "matlab-bicubic",
+        drop_last: bool = False,
     ) -> None:
         check_sr_geometry(cache.scale, hr_crop)
+        check_options(channels, lr_resample)
+        self.channels, self.lr_resample = channels, lr_resample
         if (cache.shapes < hr_crop).any():
             index = int((cache.shapes < hr_crop).any(1).nonzero()[0])
             raise ImageTooSmallError(f"{cache.paths[index]}: smaller than the {hr_crop}x{hr_crop} crop")
         self.device = torch.device(device)
         self.scale, self.batch_size, self.hr_crop, self.augment = cache.scale, batch_size, hr_crop, augment
-        self.batches_per_epoch = batches_per_epoch or max(1, len(cache) // batch_size)
+        self.batches_per_epoch, self._last = epoch_batches(len(cache), batch_size, batches_per_epoch, drop_last)
         self.generator = torch.Generator().manual_seed(seed)
         self.store = cache.hr_store.to(self.device)  # H x W x RGBX uint8, all images back to back
         self.offsets = cache.hr_offsets.to(self.device)
@@ -324,11 +352,15 @@ class DeviceSRCropLoader:
     def __len__(self) -> int:
         return self.batches_per_epoch
 
-    def _batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def __repr__(self) -> str:
+        settings = (f"random {self.hr_crop}-px", self.augment, self.lr_resample, self.channels)
+        return describe_sr_batches(type(self).__name__, (len(self), self._last), self.batch_size, *settings)
+
+    def _batch(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         s, crop = self.scale, self.hr_crop
-        images = torch.randint(0, self.count, (self.batch_size,), generator=self.generator).to(self.device)
+        images = torch.randint(0, self.count, (size,), generator=self.generator).to(self.device)
         heights, widths = self.shapes[images, 0], self.shapes[images, 1]
-        draws = torch.rand(2, self.batch_size, generator=self.generator).to(self.device)
+        draws = torch.rand(2, size, generator=self.generator).to(self.device)
         ys = (draws[0] * ((heights - crop) // s + 1)).long() * s  # multiples of the scale: LR/HR stay aligned
         xs = (draws[1] * ((widths - crop) // s + 1)).long() * s
         w = widths[:, None, None, None]
@@ -337,64 +369,13 @@ class DeviceSRCropLoader:
             + ((ys[:, None, None, None] + self._rows) * w + xs[:, None, None, None] + self._cols) * PIXEL_BYTES
             + self._channels
         )
-        hr = to_unit_float(self.store[index].permute(0, 3, 1, 2))  # (B, 3, crop, crop)
-        lr = bicubic_downscale(hr, s)
+        hr = self.store[index].permute(0, 3, 1, 2)  # (B, 3, crop, crop) uint8
+        hr = to_unit_float(rgb_to_luma(hr) if self.channels == "y" else hr)  # Y: PIL's, from the uint8 pixels
+        lr = make_lr(hr, s, self.lr_resample)
         if self.augment:
             lr, hr = paired_dihedral(lr, hr, generator=self.generator)
         return lr, hr
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for _ in range(self.batches_per_epoch):
-            yield self._batch()
-
-
-class BackgroundPrefetcher:
-    """Iterate `iterable` in a background thread, `depth` items ahead, so producing the next batch overlaps the step.
-
-    Worth it when producing a batch is mostly torch work that releases the GIL (gathers, copies, pinning), as in
-    a decoded-cache loader; the thread stops when the consumer stops, and re-raises the producer's errors.
-    """
-
-    _DONE = object()
-
-    def __init__(self, iterable: Iterable, depth: int = 2) -> None:
-        self.iterable, self.depth = iterable, depth
-
-    def __len__(self) -> int:
-        return len(self.iterable)  # type: ignore[arg-type]
-
-    def __iter__(self) -> Iterator[Any]:
-        items: queue.Queue = queue.Queue(maxsize=self.depth)
-        stop = threading.Event()
-
-        def offer(item: Any) -> bool:
-            while not stop.is_set():
-                try:
-                    items.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def produce() -> None:
-            try:
-                for item in self.iterable:
-                    if not offer(item):
-                        return
-                offer(self._DONE)
-            except BaseException as error:  # noqa: BLE001 (handed to the consumer, which re-raises it)
-                offer(error)
-
-        thread = threading.Thread(target=produce, name="prefetch", daemon=True)
-        thread.start()
-        try:
-            while True:
-                item = items.get()
-                if item is self._DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            thread.join(timeout=5)
+        for number in range(self.batches_per_epoch):
+            yield self._batch(self._last if number == self.batches_per_epoch - 1 else self.batch_size)

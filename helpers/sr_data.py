@@ -1,7 +1,10 @@
 """Super-resolution data: aligned LR/HR geometry, LR made as papers make it (MATLAB's bicubic), paired flips and
-rotations, lazy random crops made in `__getitem__`, paired device augmentation, and whole-image evaluation pairs.
+rotations, lazy random crops made in `__getitem__`, paired device augmentation, and whole-image evaluation pairs;
+the options a script being replaced may need: the Y channel, PIL's resampling for LR, centre crops, DataLoader-like
+batches per epoch; and a background prefetcher for batch loaders.
 
 Copy with: images.py (safe decoding, uint8 to float) and resize.py (MATLAB-compatible bicubic).
+Needs: numpy, pillow, torch; optional: kornia (PairedSRAugment's colour jitter).
 
 For a decoded uint8 cache and fast crop loaders, add sr_cache.py (and atomic.py).
 """
@@ -10,19 +13,28 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+import queue
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-import kornia.augmentation as K
+import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import Dataset, get_worker_info
 
-from .images import check_crop_fits, load_rgb_image, to_float_tensor, to_uint8_tensor, to_unit_float
+from .images import check_crop_fits, load_rgb_image, to_uint8_tensor, to_unit_float
 from .resize import downscale
 
 SCALES = (2, 3, 4)
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp"}
+CHANNELS = ("rgb", "y")
+# how LR is made from HR: as SR papers make it (MATLAB's imresize), or as torchvision's Resize on a PIL image does
+LR_RESAMPLING = ("matlab-bicubic", "pil-bilinear", "pil-bicubic")
+_PIL_FILTERS = {"pil-bilinear": Image.Resampling.BILINEAR, "pil-bicubic": Image.Resampling.BICUBIC}
+# PIL's RGB -> YCbCr Y in fixed point: (table_R[r] + table_G[g] + table_B[b]) >> 6, tables of round(64 * weight * v)
+_LUMA_TABLES = torch.round(64 * torch.tensor([[0.299], [0.587], [0.114]], dtype=torch.float64) * torch.arange(256))
 
 
 def list_images(folder_or_paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
@@ -52,6 +64,71 @@ def bicubic_downscale(hr: torch.Tensor, scale: int) -> torch.Tensor:
     `scale` (float in [0, 1], clamped; uint8 in, uint8 out, rounded like MATLAB)."""
     lr = downscale(hr, scale)
     return lr if lr.dtype == torch.uint8 else lr.clamp_(0, 1)
+
+
+def check_options(channels: str, lr_resample: str) -> None:
+    """Raise ValueError naming the choices unless `channels` and `lr_resample` are known."""
+    if channels not in CHANNELS:
+        raise ValueError(f"channels must be one of {CHANNELS}, not {channels!r}")
+    if lr_resample not in LR_RESAMPLING:
+        raise ValueError(f"lr_resample must be one of {LR_RESAMPLING}, not {lr_resample!r}")
+
+
+def rgb_to_luma(images: torch.Tensor) -> torch.Tensor:
+    """Y of full-range BT.601 (JPEG's, PIL's `convert("YCbCr")`) as a model input: (..., 3, H, W) -> (..., 1, H, W).
+
+    uint8 in, uint8 out, equal to PIL's Y; float in [0, 1] in, float in [0, 1] out (0.299 R + 0.587 G + 0.114 B).
+    Not metrics.rgb_to_y, which is the studio-range Y (16..235, float64) that PSNR-Y is computed on.
+    """
+    if images.shape[-3] != 3:
+        raise ValueError(f"expected RGB images (..., 3, H, W), got shape {tuple(images.shape)}")
+    if images.dtype == torch.uint8:
+        tables = _LUMA_TABLES.to(images.device, torch.int32)
+        index = images.long()
+        total = tables[0][index[..., 0, :, :]] + tables[1][index[..., 1, :, :]] + tables[2][index[..., 2, :, :]]
+        return (total >> 6).to(torch.uint8).unsqueeze(-3)
+    weights = torch.tensor([0.299, 0.587, 0.114], dtype=images.dtype, device=images.device).view(3, 1, 1)
+    return (images * weights).sum(dim=-3, keepdim=True)
+
+
+def make_lr(hr: torch.Tensor, scale: int, resample: str = "matlab-bicubic") -> torch.Tensor:
+    """LR from a (C, H, W) or (N, C, H, W) HR tensor: MATLAB's bicubic (`bicubic_downscale`), or PIL's antialiased
+    bilinear / bicubic filter as torch computes it (`antialias=True`; measured within 1 level of 255 of PIL's own result
+    for bilinear, 3 for bicubic)."""
+    check_options("rgb", resample)
+    if resample == "matlab-bicubic":
+        return bicubic_downscale(hr, scale)
+    batch = hr if hr.ndim == 4 else hr[None]
+    size = (batch.shape[-2] // scale, batch.shape[-1] // scale)
+    mode = resample.removeprefix("pil-")
+    lr = torch.nn.functional.interpolate(to_unit_float(batch), size=size, mode=mode, antialias=True).clamp_(0, 1)
+    lr = lr.mul_(255).round_().to(torch.uint8) if hr.dtype == torch.uint8 else lr
+    return lr if hr.ndim == 4 else lr[0]
+
+
+def epoch_batches(samples: int, batch_size: int, batches_per_epoch: int | None, drop_last: bool) -> tuple[int, int]:
+    """(batches in an epoch, size of the last): `batches_per_epoch` full batches, or, when None, what a DataLoader
+    over `samples` gives (a short last batch kept, unless `drop_last`)."""
+    if batches_per_epoch is not None:
+        return batches_per_epoch, batch_size
+    full, rest = divmod(samples, batch_size)
+    if full == 0:  # fewer images than a batch: one full batch (crops are drawn with replacement)
+        return 1, batch_size
+    return (full + 1, rest) if rest and not drop_last else (full, batch_size)
+
+
+def describe_sr_batches(name: str, batches: tuple[int, int], batch_size: int, *settings: str | bool) -> str:
+    """One line saying what an SR loader yields (batches, crops, flips, LR, channels), to set against a script's."""
+    (count, last), (crop, augment, lr, channels) = batches, settings
+    counts = f"{count} batches an epoch of {batch_size}" + (f" (the last of {last})" if last != batch_size else "")
+    turns = "a random flip/rot90 per pair" if augment else "no flips or rotations"
+    return f"{name}: {counts}, {crop} crops, {turns}, LR by {lr}, {str(channels).upper()} channels"
+
+
+def _channels_first(image: Image.Image) -> torch.Tensor:
+    """An RGB or one-channel ("L") PIL image as a uint8 (C, H, W) tensor."""
+    array = np.array(image, dtype=np.uint8)  # a writable copy
+    return torch.from_numpy(array.reshape(image.height, image.width, -1)).permute(2, 0, 1).contiguous()
 
 
 def mod_crop(image: Image.Image, scale: int) -> Image.Image:
@@ -104,7 +181,14 @@ class PairedSRAugment(torch.nn.Module):
 
     def __init__(self, jitter: float = 0.0, jitter_p: float = 0.5) -> None:
         super().__init__()
-        self.jitter = K.ColorJitter(jitter, jitter, jitter, 0.0, p=jitter_p) if jitter > 0 else None
+        self.jitter = None
+        if jitter > 0:
+            try:  # optional: only the colour jitter needs kornia
+                from kornia.augmentation import ColorJitter
+            except ImportError as error:
+                message = "PairedSRAugment(jitter > 0) needs kornia, which is not installed: pip install kornia"
+                raise ImportError(f"{message} (jitter=0, flips and rotations only, needs only torch)") from error
+            self.jitter = ColorJitter(jitter, jitter, jitter, 0.0, p=jitter_p)
 
     def forward(self, lr: torch.Tensor, hr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Return augmented float (lr, hr) batches."""
@@ -155,8 +239,10 @@ class SeededDataset(Dataset):
 class LazyCropSRDataset(SeededDataset):
     """Paired random crops computed in __getitem__: an HR crop at a scale-aligned origin, its LR by bicubic downscale.
 
-    The same random flip/rot90 is applied to both. Returns (lr, hr) floats in [0, 1] of shapes
-    (3, hr_crop/scale, hr_crop/scale) and (3, hr_crop, hr_crop). PIL still decodes the whole file for a crop.
+    The same random flip/rot90 is applied to both (`augment`). Returns (lr, hr) floats in [0, 1] of shapes
+    (C, hr_crop/scale, hr_crop/scale) and (C, hr_crop, hr_crop). PIL still decodes the whole file for a crop.
+    To keep a script's behaviour: `crop="center"` (torchvision's CenterCrop), `channels="y"` (PIL's YCbCr Y, one
+    channel), `lr_resample="pil-bilinear"` (torchvision's Resize on the PIL crop, made by PIL itself here).
     """
 
     def __init__(
@@ -167,10 +253,21 @@ class LazyCropSRDataset(SeededDataset):
         hr_crop: int = 128,
         seed: int | None = None,
         augment: bool = True,
+        crop: str = "random",
+        channels: str = "rgb",
+        lr_resample: str = "matlab-bicubic",
     ) -> None:
         check_sr_geometry(scale, hr_crop)
+        check_options(channels, lr_resample)
+        if crop not in ("random", "center"):
+            raise ValueError(f"crop must be 'random' or 'center', not {crop!r}")
         self.scale, self.hr_crop, self.seed, self.augment = scale, hr_crop, seed, augment
+        self.crop, self.channels, self.lr_resample = crop, channels, lr_resample
         self.paths = list_images(folder_or_paths)
+
+    def __repr__(self) -> str:
+        settings = (f"{self.crop} {self.hr_crop}-px", self.augment, self.lr_resample, self.channels)
+        return describe_sr_batches(type(self).__name__, (len(self), 1), 1, *settings).replace(" batches", " samples")
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -180,9 +277,19 @@ class LazyCropSRDataset(SeededDataset):
         image = load_rgb_image(path)
         check_crop_fits(image.size, self.hr_crop, path=path)
         generator = self._generator()
-        x, y = self._origin(image.width, image.height, self.hr_crop, self.scale, generator)
-        hr = to_float_tensor(image.crop((x, y, x + self.hr_crop, y + self.hr_crop)))
-        lr = bicubic_downscale(hr, self.scale)
+        if self.crop == "center":  # torchvision's CenterCrop: the origin rounded from the centre
+            x, y = round((image.width - self.hr_crop) / 2), round((image.height - self.hr_crop) / 2)
+        else:
+            x, y = self._origin(image.width, image.height, self.hr_crop, self.scale, generator)
+        crop = image.crop((x, y, x + self.hr_crop, y + self.hr_crop))
+        if self.channels == "y":
+            crop = crop.convert("YCbCr").getchannel(0)
+        if self.lr_resample in _PIL_FILTERS:  # PIL itself resizes the crop, as torchvision's Resize does
+            small = crop.resize((self.hr_crop // self.scale,) * 2, _PIL_FILTERS[self.lr_resample])
+            hr, lr = to_unit_float(_channels_first(crop)), to_unit_float(_channels_first(small))
+        else:
+            hr = to_unit_float(_channels_first(crop))
+            lr = bicubic_downscale(hr, self.scale)
         if self.augment:
             lr, hr = random_dihedral((lr, hr), generator)
         return lr, hr
@@ -204,3 +311,58 @@ class SREvalDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         hr = to_uint8_tensor(mod_crop(load_rgb_image(self.paths[index]), self.scale))
         return to_unit_float(bicubic_downscale(hr, self.scale)), to_unit_float(hr)
+
+
+# --- prefetching -------------------------------------------------------------------------------------------------
+
+
+class BackgroundPrefetcher:
+    """Iterate `iterable` in a background thread, `depth` items ahead, so producing the next batch overlaps the step.
+
+    Worth it when producing a batch is mostly torch work that releases the GIL (gathers, copies, pinning), as in
+    a decoded-cache loader; the thread stops when the consumer stops, and re-raises the producer's errors.
+    """
+
+    _DONE = object()
+
+    def __init__(self, iterable: Iterable, depth: int = 2) -> None:
+        self.iterable, self.depth = iterable, depth
+
+    def __len__(self) -> int:
+        return len(self.iterable)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[Any]:
+        items: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+
+        def offer(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    items.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def produce() -> None:
+            try:
+                for item in self.iterable:
+                    if not offer(item):
+                        return
+                offer(self._DONE)
+            except BaseException as error:  # noqa: BLE001 (handed to the consumer, which re-raises it)
+                offer(error)
+
+        thread = threading.Thread(target=produce, name="prefetch", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = items.get()
+                if item is self._DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            thread.join(timeout=5)

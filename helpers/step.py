@@ -2,7 +2,8 @@
 accumulation with a short last group handled, skipped overflow steps counted, non-finite losses raised; plus a GAN
 super-resolution step that feeds generator and discriminator from one batch.
 
-Copy alone: needs only torch.
+Copy alone.
+Needs: torch.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 
 Copy with: step.py (the mixed-precision step), checkpoint.py (atomic checkpoints, RNG states), distributed.py
 (DDP reductions; a no-op on one process) and atomic.py (the history file).
+Needs: numpy, torch, tqdm (the progress bar).
 """
 
 from __future__ import annotations

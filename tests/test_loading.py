@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
@@ -46,3 +47,22 @@ def test_samples_per_epoch_draws_more_than_the_dataset(tmp_path):
     dataset = LazyCropSRDataset(_photos(tmp_path), scale=2, hr_crop=32, seed=0)
     loader = make_loader(dataset, batch_size=4, samples_per_epoch=20)
     assert len(loader) == 5
+
+
+def test_dataset_tensors_take_torchvisions_in_memory_layouts():
+    from types import SimpleNamespace
+
+    from helpers.loading import DeviceTensorLoader, dataset_tensors
+
+    cifar_like = SimpleNamespace(data=np.arange(2 * 4 * 5 * 3, dtype=np.uint8).reshape(2, 4, 5, 3), targets=[3, 7])
+    images, labels = dataset_tensors(cifar_like)
+    assert images.shape == (2, 3, 4, 5) and images.dtype == torch.uint8 and labels.dtype == torch.int64
+    assert torch.equal(images[1, :, 2, 3], torch.from_numpy(cifar_like.data[1, 2, 3]))  # NHWC -> NCHW, not a reshape
+    mnist_like = SimpleNamespace(data=torch.zeros(5, 28, 28, dtype=torch.uint8), targets=torch.arange(5))
+    assert dataset_tensors(mnist_like)[0].shape == (5, 1, 28, 28)
+    loader = DeviceTensorLoader.from_dataset(mnist_like, batch_size=2)
+    assert len(loader) == 3 and "the last of 1" in repr(loader) and "no augmentation" in repr(loader)
+    with pytest.raises(TypeError, match="no .data and .targets"):
+        dataset_tensors([1, 2, 3])
+    with pytest.raises(ValueError, match="uint8"):
+        dataset_tensors(SimpleNamespace(data=np.zeros((2, 4, 4, 3), dtype=np.float32), targets=[0, 1]))

@@ -3,6 +3,7 @@ paired flips, rotations and colour changes."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -106,3 +107,61 @@ def test_paired_sr_augment_applies_the_same_colour_change():
     gap = (bicubic_downscale(aug_hr, 4) - aug_lr).abs().mean()
     assert gap < 0.02
     assert (aug_hr - hr).abs().mean() > 0.02  # and the colours did change
+
+
+# --- the options a replaced script may need: the Y channel, PIL's resampling, DataLoader-like epochs -----------
+
+
+def test_rgb_to_luma_is_pils_ycbcr_y_exactly_and_in_unit_range_for_floats():
+    from helpers.sr_data import rgb_to_luma
+
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (96, 128, 3), dtype=np.uint8)
+    pixels[0, :3] = [[0, 0, 0], [255, 255, 255], [255, 0, 0]]
+    pil = np.asarray(Image.fromarray(pixels).convert("YCbCr"))[..., 0]
+    rgb = torch.from_numpy(pixels).permute(2, 0, 1).contiguous()
+    y = rgb_to_luma(rgb)
+    assert y.shape == (1, 96, 128) and y.dtype == torch.uint8 and np.array_equal(y[0].numpy(), pil)
+    assert rgb_to_luma(rgb[None]).shape == (1, 1, 96, 128)
+    float_y = rgb_to_luma(rgb.float() / 255)
+    assert 0 <= float(float_y.min()) and float(float_y.max()) <= 1  # a model input, not 16..235 as metrics.rgb_to_y
+    assert float((float_y - y.float() / 255).abs().max()) < 1.1 / 255  # PIL rounds down, in fixed point
+    with pytest.raises(ValueError, match="RGB"):
+        rgb_to_luma(torch.zeros(1, 4, 4))
+
+
+@pytest.mark.parametrize(("resample", "filter_", "levels"), [("pil-bilinear", Image.Resampling.BILINEAR, 1),
+                                                            ("pil-bicubic", Image.Resampling.BICUBIC, 3)])  # fmt: skip
+def test_make_lr_with_pils_filters_is_pils_resize(photo_dir, resample, filter_, levels):
+    from helpers.sr_data import make_lr
+
+    image = Image.open(sorted(photo_dir.glob("*.png"))[0]).convert("RGB").crop((0, 0, 120, 96))
+    hr = torch.from_numpy(np.array(image)).permute(2, 0, 1).contiguous()
+    for scale in (2, 3, 4):
+        pil = np.asarray(image.resize((120 // scale, 96 // scale), filter_)).astype(int)
+        ours = make_lr(hr, scale, resample).permute(1, 2, 0).numpy().astype(int)
+        assert ours.shape == pil.shape and np.abs(ours - pil).max() <= levels
+        assert torch.equal(make_lr(hr.float() / 255, scale, resample)[None], make_lr(hr[None].float() / 255, scale,
+                                                                                     resample))  # fmt: skip
+    assert torch.equal(make_lr(hr, 4), bicubic_downscale(hr, 4))  # the default: MATLAB's bicubic, as papers
+    with pytest.raises(ValueError, match="lr_resample"):
+        make_lr(hr, 4, "nearest")
+
+
+def test_epoch_batches_are_a_dataloaders_unless_a_count_is_given():
+    from helpers.sr_data import epoch_batches
+
+    assert epoch_batches(200, 64, None, False) == (4, 8)  # 200 images in 64s: 3 full batches and one of 8
+    assert epoch_batches(200, 64, None, True) == (3, 64)
+    assert epoch_batches(128, 64, None, False) == (2, 64)
+    assert epoch_batches(10, 64, None, False) == (1, 64)  # fewer images than a batch: one full batch of crops
+    assert epoch_batches(200, 64, 7, False) == (7, 64)
+
+
+def test_lazy_crops_reject_unknown_options(photo_dir):
+    with pytest.raises(ValueError, match="channels"):
+        LazyCropSRDataset(photo_dir, channels="ycbcr")
+    with pytest.raises(ValueError, match="crop"):
+        LazyCropSRDataset(photo_dir, crop="corner")
+    said = repr(LazyCropSRDataset(photo_dir, scale=4, hr_crop=64))
+    assert "random 64-px crops" in said and "flip/rot90" in said and "matlab-bicubic" in said and "RGB" in said
