@@ -315,3 +315,21 @@ def census_verdict(
         f"sizes ({sizes}); {len({(w, h) for (w, h, _, _) in census})} different sizes in all."
     ) + (" The stand-in was cut to BSDS300's sizes wherever its photographs are large enough, so on it this census "
          "cannot test the claim: the real BSDS300 can." if standin else "")
+
+
+def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, unit: str = "batches/s") -> str:
+    """04's overlap tables: each row's median rate against the first row's, with the ratio's range over rounds
+    (worst against best), "within the noise" when the two rows' ranges overlap, and which row is fastest."""
+    base = rows[0]
+    parts = []
+    for row in rows[1:]:
+        low, high = row["range"][0] / base["range"][1], row["range"][1] / base["range"][0]
+        ratio = row["batches_per_s"] / base["batches_per_s"]
+        noise = ": within the noise of this machine" if _ranges_overlap(row["range"], base["range"]) else ""
+        parts.append(f"'{row['name']}' {ratio:.2f}x ({low:.2f}–{high:.2f}x){noise}")
+    best = max(rows, key=lambda r: r["batches_per_s"])
+    tied = [r["name"] for r in rows if r is not best and _ranges_overlap(r["range"], best["range"])]
+    pick = f"The fastest median is '{best['name']}', {best['batches_per_s']:.1f} {unit}"
+    pick += (f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner over "
+             f"{best['rounds']} rounds." if tied else f", clear of every other row over {best['rounds']} rounds.")
+    return f"{what}, against '{base['name']}' ({base['batches_per_s']:.1f} {unit}): " + "; ".join(parts) + ". " + pick
