@@ -333,3 +333,16 @@ def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, uni
     pick += (f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner over "
              f"{best['rounds']} rounds." if tied else f", clear of every other row over {best['rounds']} rounds.")
     return f"{what}, against '{base['name']}' ({base['batches_per_s']:.1f} {unit}): " + "; ".join(parts) + ". " + pick
+
+
+def wait_verdict(summaries: dict[str, dict[str, float]], *, claimed_fraction: float) -> str:
+    """02: each pipeline's share of step time spent waiting for data (from its per-step timeline), against the BSD100
+    post's claim that its training waited that share."""
+    parts = [f"'{name}' waited {s['wait_fraction']:.0%} of the time (median wait {1e3 * s['median_wait_s']:.1f} ms, "
+             f"worst {1e3 * s['max_wait_s']:.1f} ms, against a median step of {1e3 * s['median_compute_s']:.1f} ms)"
+             for name, s in summaries.items()]  # fmt: skip
+    worst_name, worst = max(summaries.items(), key=lambda item: item[1]["wait_fraction"])
+    relation = ("more than" if worst["wait_fraction"] > claimed_fraction + 0.05
+                else "less than" if worst["wait_fraction"] < claimed_fraction - 0.05 else "about")  # fmt: skip
+    return (f"Over {worst['steps']:.0f} timed steps each: " + "; ".join(parts) + f". The most starved, '{worst_name}', "
+            f"waited {relation} the {claimed_fraction:.0%} the BSD100 post reports for its own loader and GPU.")
