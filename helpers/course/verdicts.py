@@ -346,3 +346,44 @@ def wait_verdict(summaries: dict[str, dict[str, float]], *, claimed_fraction: fl
                 else "less than" if worst["wait_fraction"] < claimed_fraction - 0.05 else "about")  # fmt: skip
     return (f"Over {worst['steps']:.0f} timed steps each: " + "; ".join(parts) + f". The most starved, '{worst_name}', "
             f"waited {relation} the {claimed_fraction:.0%} the BSD100 post reports for its own loader and GPU.")
+
+
+def resize_verdict(rows: Sequence[dict[str, Any]], *, scale: int, published_gap_db: float) -> str:
+    """05: how far each library's LR is from the protocol's MATLAB LR, and how much the bicubic baseline moves with
+    the library, against the smallest gap between two published methods."""
+    measured = [r for r in rows if r["lr_psnr_vs_matlab"] is not None and not r["way"].startswith("MATLAB")]
+    missing = [f"{r['way']}: {r['note']}" for r in rows if r["lr_psnr_vs_matlab"] is None]
+    parts = [f"{r['way']} {r['lr_psnr_vs_matlab']:.1f} dB" for r in sorted(measured, key=lambda r: -r["lr_psnr_vs_matlab"])]
+    baselines = [r["baseline_psnr"] for r in rows if r["baseline_psnr"] is not None]
+    spread = max(baselines) - min(baselines)
+    text = (f"x{scale} LR images made from the same HR, PSNR-Y against MATLAB's LR (higher: closer to the protocol): "
+            + "; ".join(parts) + f". The bicubic baseline computed from each LR spans {spread:.2f} dB, "
+            + (f"more than the {published_gap_db:.2f} dB between the two closest published methods: a row scored on LR "
+               "from another library than the test set's would not compare with the table."
+               if spread > published_gap_db else f"less than the {published_gap_db:.2f} dB between the two closest "
+               "published methods: on these images the library would not reorder the table."))
+    return text + (" Not measured: " + "; ".join(missing) + "." if missing else "")
+
+
+def amp_memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_before_gb: float, claimed_after_gb: float) -> str:
+    """05 (CUDA): peak device memory under autocast against fp32, against the post's claimed drop."""
+    fp32 = next(r for r in rows if r["precision"] == "fp32")
+    parts = [f"{r['precision']} {r['peak_mib']:.0f} MiB ({r['peak_mib'] / fp32['peak_mib']:.2f}x fp32)"
+             for r in rows if r is not fp32]
+    claimed = claimed_after_gb / claimed_before_gb
+    return (f"Peak device memory of two training steps: fp32 {fp32['peak_mib']:.0f} MiB; " + "; ".join(parts)
+            + f". The BSD100 post claims {claimed_before_gb} GB -> {claimed_after_gb} GB ({claimed:.2f}x) for its model.")
+
+
+def allocator_verdict(rows: Sequence[dict[str, Any]]) -> str:
+    """05 (CUDA): what `del` and `empty_cache()` changed in the allocator's allocated and reserved memory, and which
+    habit grew allocated memory over the steps."""
+    by = {r["what"]: r for r in rows}
+    made, freed, emptied = by["a 256 MiB tensor allocated"], by["after del"], by["after del, then empty_cache()"]
+    loops = [r for r in rows if "forward passes" in r["what"]]
+    growth = [f"{r['what'].split(', ', 1)[1]}: {r['allocated_mib'] - emptied['allocated_mib']:+.0f} MiB allocated"
+              for r in loops]
+    return (f"del returned {made['allocated_mib'] - freed['allocated_mib']:.0f} MiB to PyTorch's cache (reserved "
+            f"memory changed by {freed['reserved_mib'] - made['reserved_mib']:+.0f} MiB); empty_cache() then gave "
+            f"{freed['reserved_mib'] - emptied['reserved_mib']:.0f} MiB back to the driver. Over the steps: "
+            + "; ".join(growth) + ".")
