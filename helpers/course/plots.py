@@ -138,3 +138,20 @@ def plot_memory(rows: Sequence[dict], title: str = "") -> plt.Figure:
     axis.legend(fontsize="small")
     figure.tight_layout()
     return figure
+
+
+def plot_timeline(timelines: dict[str, Sequence[dict]], title: str = "") -> plt.Figure:
+    """Per-step timelines, one band per pipeline: the seconds each step waited for its batch (red) and computed
+    (blue), laid along the wall clock, so a starved pipeline shows as gaps between its steps."""
+    figure, axis = plt.subplots(figsize=(12, 0.9 * len(timelines) + 1.4))
+    for band, (name, rows) in enumerate(reversed(list(timelines.items()))):
+        waits = [(r["start_s"], r["wait_s"]) for r in rows]
+        computes = [(r["start_s"] + r["wait_s"], r["compute_s"]) for r in rows]
+        axis.broken_barh(waits, (band - 0.35, 0.7), color="tab:red", label="waiting for data" if band == 0 else None)
+        axis.broken_barh(computes, (band - 0.35, 0.7), color="tab:blue", label="step" if band == 0 else None)
+    axis.set_yticks(range(len(timelines)), [textwrap.fill(n, 28) for n in reversed(list(timelines))])
+    axis.set_xlabel("seconds since the first timed step")
+    axis.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2, fontsize="small", frameon=False)
+    axis.set_title(title, fontsize="medium", loc="left", y=1.08)
+    figure.tight_layout()
+    return figure

@@ -315,3 +315,75 @@ def census_verdict(
         f"sizes ({sizes}); {len({(w, h) for (w, h, _, _) in census})} different sizes in all."
     ) + (" The stand-in was cut to BSDS300's sizes wherever its photographs are large enough, so on it this census "
          "cannot test the claim: the real BSDS300 can." if standin else "")
+
+
+def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, unit: str = "batches/s") -> str:
+    """04's overlap tables: each row's median rate against the first row's, with the ratio's range over rounds
+    (worst against best), "within the noise" when the two rows' ranges overlap, and which row is fastest."""
+    base = rows[0]
+    parts = []
+    for row in rows[1:]:
+        low, high = row["range"][0] / base["range"][1], row["range"][1] / base["range"][0]
+        ratio = row["batches_per_s"] / base["batches_per_s"]
+        noise = ": within the noise of this machine" if _ranges_overlap(row["range"], base["range"]) else ""
+        parts.append(f"'{row['name']}' {ratio:.2f}x ({low:.2f}–{high:.2f}x){noise}")
+    best = max(rows, key=lambda r: r["batches_per_s"])
+    tied = [r["name"] for r in rows if r is not best and _ranges_overlap(r["range"], best["range"])]
+    pick = f"The fastest median is '{best['name']}', {best['batches_per_s']:.1f} {unit}"
+    pick += (f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner over "
+             f"{best['rounds']} rounds." if tied else f", clear of every other row over {best['rounds']} rounds.")
+    return f"{what}, against '{base['name']}' ({base['batches_per_s']:.1f} {unit}): " + "; ".join(parts) + ". " + pick
+
+
+def wait_verdict(summaries: dict[str, dict[str, float]], *, claimed_fraction: float) -> str:
+    """02: each pipeline's share of step time spent waiting for data (from its per-step timeline), against the BSD100
+    post's claim that its training waited that share."""
+    parts = [f"'{name}' waited {s['wait_fraction']:.0%} of the time (median wait {1e3 * s['median_wait_s']:.1f} ms, "
+             f"worst {1e3 * s['max_wait_s']:.1f} ms, against a median step of {1e3 * s['median_compute_s']:.1f} ms)"
+             for name, s in summaries.items()]  # fmt: skip
+    worst_name, worst = max(summaries.items(), key=lambda item: item[1]["wait_fraction"])
+    relation = ("more than" if worst["wait_fraction"] > claimed_fraction + 0.05
+                else "less than" if worst["wait_fraction"] < claimed_fraction - 0.05 else "about")  # fmt: skip
+    return (f"Over {worst['steps']:.0f} timed steps each: " + "; ".join(parts) + f". The most starved, '{worst_name}', "
+            f"waited {relation} the {claimed_fraction:.0%} the BSD100 post reports for its own loader and GPU.")
+
+
+def resize_verdict(rows: Sequence[dict[str, Any]], *, scale: int, published_gap_db: float) -> str:
+    """05: how far each library's LR is from the protocol's MATLAB LR, and how much the bicubic baseline moves with
+    the library, against the smallest gap between two published methods."""
+    measured = [r for r in rows if r["lr_psnr_vs_matlab"] is not None and not r["way"].startswith("MATLAB")]
+    missing = [f"{r['way']}: {r['note']}" for r in rows if r["lr_psnr_vs_matlab"] is None]
+    parts = [f"{r['way']} {r['lr_psnr_vs_matlab']:.1f} dB" for r in sorted(measured, key=lambda r: -r["lr_psnr_vs_matlab"])]
+    baselines = [r["baseline_psnr"] for r in rows if r["baseline_psnr"] is not None]
+    spread = max(baselines) - min(baselines)
+    text = (f"x{scale} LR images made from the same HR, PSNR-Y against MATLAB's LR (higher: closer to the protocol): "
+            + "; ".join(parts) + f". The bicubic baseline computed from each LR spans {spread:.2f} dB, "
+            + (f"more than the {published_gap_db:.2f} dB between the two closest published methods: a row scored on LR "
+               "from another library than the test set's would not compare with the table."
+               if spread > published_gap_db else f"less than the {published_gap_db:.2f} dB between the two closest "
+               "published methods: on these images the library would not reorder the table."))
+    return text + (" Not measured: " + "; ".join(missing) + "." if missing else "")
+
+
+def amp_memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_before_gb: float, claimed_after_gb: float) -> str:
+    """05 (CUDA): peak device memory under autocast against fp32, against the post's claimed drop."""
+    fp32 = next(r for r in rows if r["precision"] == "fp32")
+    parts = [f"{r['precision']} {r['peak_mib']:.0f} MiB ({r['peak_mib'] / fp32['peak_mib']:.2f}x fp32)"
+             for r in rows if r is not fp32]
+    claimed = claimed_after_gb / claimed_before_gb
+    return (f"Peak device memory of two training steps: fp32 {fp32['peak_mib']:.0f} MiB; " + "; ".join(parts)
+            + f". The BSD100 post claims {claimed_before_gb} GB -> {claimed_after_gb} GB ({claimed:.2f}x) for its model.")
+
+
+def allocator_verdict(rows: Sequence[dict[str, Any]]) -> str:
+    """05 (CUDA): what `del` and `empty_cache()` changed in the allocator's allocated and reserved memory, and which
+    habit grew allocated memory over the steps."""
+    by = {r["what"]: r for r in rows}
+    made, freed, emptied = by["a 256 MiB tensor allocated"], by["after del"], by["after del, then empty_cache()"]
+    loops = [r for r in rows if "forward passes" in r["what"]]
+    growth = [f"{r['what'].split(', ', 1)[1]}: {r['allocated_mib'] - emptied['allocated_mib']:+.0f} MiB allocated"
+              for r in loops]
+    return (f"del returned {made['allocated_mib'] - freed['allocated_mib']:.0f} MiB to PyTorch's cache (reserved "
+            f"memory changed by {freed['reserved_mib'] - made['reserved_mib']:+.0f} MiB); empty_cache() then gave "
+            f"{freed['reserved_mib'] - emptied['reserved_mib']:.0f} MiB back to the driver. Over the steps: "
+            + "; ".join(growth) + ".")

@@ -1,0 +1,107 @@
+"""Overlapping the host-to-device copy with the step: a prefetcher that copies the next batch, and turns uint8 images
+into normalised float, on a side CUDA stream while the current step runs (the idea of timm's PrefetchLoader).
+
+Copy alone.
+
+Needs: torch.
+
+On CUDA the copy can only overlap when the host batch is in pinned (page-locked) memory: give the DataLoader
+`pin_memory=True`, so its pinning thread pins each batch once, off the training loop. From pageable memory
+`non_blocking=True` still copies, but the host waits for it. Off CUDA there is no side stream and no asynchronous copy:
+the prefetcher then prepares each batch when it is asked for, so the same loop runs everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+
+def _prepare_images(
+    images: torch.Tensor, mean: torch.Tensor | None, std: torch.Tensor | None, channels_last: bool
+) -> torch.Tensor:
+    """uint8 NCHW images on the device as float in [0, 1], normalised when mean and std are given."""
+    images = images.float().div_(255)
+    if mean is not None and std is not None:
+        images = images.sub_(mean).div_(std)
+    return images.contiguous(memory_format=torch.channels_last) if channels_last else images
+
+
+class PrefetchLoader:
+    """Iterate `loader`, each batch moved to `device` with its uint8 images (4-D tensors) made normalised float.
+
+    On CUDA the next batch is copied and converted on a side stream while the consumer's step runs on the current
+    stream; before a batch is handed over the current stream waits for the side stream (`wait_stream`), and each
+    tensor is marked as used by the current stream (`record_stream`) so the caching allocator cannot give its memory
+    back to the side stream while the step still reads it. Batches may be tensors, or tuples, lists or dicts of them.
+    """
+
+    def __init__(
+        self,
+        loader: Iterable,
+        device: torch.device | str,
+        *,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        channels_last: bool = False,
+    ) -> None:
+        if (mean is None) != (std is None):
+            raise ValueError("give both mean and std, or neither")
+        self.loader, self.device, self.channels_last = loader, torch.device(device), channels_last
+        shape = (1, -1, 1, 1)
+        self.mean = None if mean is None else torch.tensor(mean, device=self.device).view(shape)
+        self.std = None if std is None else torch.tensor(std, device=self.device).view(shape)
+        self.side_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def _prepare(self, batch: Any) -> Any:
+        """The batch on the device: tensors copied (non-blocking), uint8 images converted."""
+        if isinstance(batch, torch.Tensor):
+            moved = batch.to(self.device, non_blocking=True)
+            if moved.dtype == torch.uint8 and moved.dim() == 4:
+                return _prepare_images(moved, self.mean, self.std, self.channels_last)
+            return moved
+        if isinstance(batch, dict):
+            return {key: self._prepare(value) for key, value in batch.items()}
+        if isinstance(batch, (list, tuple)):
+            return type(batch)(self._prepare(value) for value in batch)
+        return batch
+
+    def _hand_over(self, batch: Any) -> Any:
+        """Make the current stream wait for the side stream's work on `batch`, and mark its tensors as used there."""
+        current = torch.cuda.current_stream(self.device)
+        current.wait_stream(self.side_stream)  # type: ignore[arg-type]
+        for tensor in _tensors(batch):
+            tensor.record_stream(current)
+        return batch
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.side_stream is None:
+            for batch in self.loader:
+                yield self._prepare(batch)
+            return
+        ready = None
+        for batch in self.loader:
+            with torch.cuda.stream(self.side_stream):
+                upcoming = self._prepare(batch)  # queued on the side stream; the step below runs meanwhile
+            if ready is not None:
+                yield ready
+            ready = self._hand_over(upcoming)
+        if ready is not None:
+            yield ready
+
+
+def _tensors(batch: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in a (nested) batch."""
+    if isinstance(batch, torch.Tensor):
+        yield batch
+    elif isinstance(batch, dict):
+        for value in batch.values():
+            yield from _tensors(value)
+    elif isinstance(batch, (list, tuple)):
+        for value in batch:
+            yield from _tensors(value)
