@@ -2,8 +2,8 @@
 files shared by every worker and rank), and two loaders of paired crops from it: crops gathered on the CPU and sent as
 uint8, or the zero-CPU pipeline that cuts crops and makes LR on the device.
 
-Copy with: sr_data.py, images.py, resize.py (decoding, geometry, flips, MATLAB bicubic) and atomic.py (safe
-concurrent on-disk builds).
+Copy with: sr_data.py, images.py, resize.py (decoding, geometry, flips, MATLAB bicubic), atomic.py (safe
+concurrent on-disk builds) and safe_open.py (regular files only).
 """
 
 from __future__ import annotations
