@@ -3,7 +3,7 @@ files shared by every worker and rank), and two loaders of paired crops from it:
 uint8, or the zero-CPU pipeline that cuts crops and makes LR on the device.
 
 Copy with: sr_data.py, images.py, resize.py (decoding, geometry, flips, MATLAB bicubic), atomic.py (safe
-concurrent on-disk builds) and safe_open.py (regular files only).
+concurrent on-disk builds), safe_open.py (regular files only) and prefetch.py (the background producer thread).
 """
 
 from __future__ import annotations
@@ -11,28 +11,28 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import queue
-import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from .atomic import build_once, reserve_file
+from .safe_open import check_regular, read_regular_bytes
+from .prefetch import BackgroundPrefetcher
 from .images import ImageTooSmallError, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
 from .sr_data import SCALES, bicubic_downscale, check_sr_geometry, list_images, mod_crop, paired_dihedral
 
 PIXEL_BYTES = 4  # the decoded cache stores RGBX: R, G, B and one padding byte
 
 
-def _fingerprint(paths: Sequence[Path], scale: int) -> str:
-    digest = hashlib.blake2b(f"decoded-cache v3 (HW RGBX) x{scale}".encode(), digest_size=16)
-    for path in paths:
-        digest.update(str(path.resolve()).encode())
-        digest.update(hashlib.blake2b(path.read_bytes(), digest_size=16).digest())
+def _fingerprint(paths: Sequence[Path], scale: int, shapes: Sequence[tuple[int, int]]) -> str:
+    """The cache's key: its layout version, scale, every source's path, bytes and (mod-cropped) shape."""
+    digest = hashlib.blake2b(f"decoded-cache v4 (HW RGBX) x{scale}".encode(), digest_size=16)
+    for path, shape in zip(paths, shapes, strict=True):
+        digest.update(f"{path.resolve()}\0{shape[0]}x{shape[1]}\0".encode())
+        digest.update(hashlib.blake2b(read_regular_bytes(path, role="an image"), digest_size=16).digest())
     return digest.hexdigest()
 
 
@@ -60,6 +60,7 @@ class DecodedSRCache:
         self.scale = scale
         self.paths = list_images(folder_or_paths)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.cache_folder: Path | None = None  # cache_dir/x{scale}-{fingerprint}: the stores of these images only
         self.rebuilt = False
         self.rebuild_reason: str | None = None
         self._checked_crops: set[int] = set()
@@ -88,6 +89,12 @@ class DecodedSRCache:
 
     def _shapes(self) -> list[tuple[int, int]]:
         sizes = [image_header(path)[:2] for path in self.paths]  # (width, height), the file named when unreadable
+        for path, (width, height) in zip(self.paths, sizes):
+            if width < self.scale or height < self.scale:
+                raise ImageTooSmallError(
+                    f"{path}: image is {width}x{height} pixels, smaller than the x{self.scale} scale, so it has no "
+                    "low-resolution pixel; remove it from the dataset"
+                )
         return [(height - height % self.scale, width - width % self.scale) for width, height in sizes]
 
     def _fill(self, hr_store: torch.Tensor, lr_store: torch.Tensor) -> None:
@@ -110,7 +117,7 @@ class DecodedSRCache:
     def _cache_problem(self, folder: Path) -> str | None:
         """Why the on-disk cache in `folder` cannot be used as it is (None when it can), without mapping anything."""
         try:
-            meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+            meta = json.loads(read_regular_bytes(folder / "meta.json", role="the cache's metadata"))
             shapes = [(int(h), int(w)) for h, w in meta["shapes"]]
             found = meta["fingerprint"]
         except FileNotFoundError:
@@ -119,11 +126,14 @@ class DecodedSRCache:
             return f"damaged: {folder / 'meta.json'} is unreadable ({type(error).__name__}: {error})"
         if found != self.fingerprint:
             return "the source images changed"
-        if len(shapes) != len(self.paths) or any(h < self.scale or w < self.scale for h, w in shapes):
-            return f"damaged: {folder / 'meta.json'} lists {len(shapes)} image sizes for {len(self.paths)} images"
+        if shapes != self.header_shapes:
+            return f"damaged: {folder / 'meta.json'} lists image sizes that differ from the images' own headers"
         self._layout(shapes)
         for name, want in (("hr.u8", self.hr_total), ("lr.u8", self.lr_total)):
-            got = (folder / name).stat().st_size if (folder / name).is_file() else None
+            try:
+                got = check_regular(folder / name, role="a cache store").st_size
+            except OSError as error:  # missing, or a link, FIFO or folder put there
+                return f"damaged: {error}"
             if got != want:
                 return f"damaged: {folder / name} holds {got} bytes, {want} expected"
         return None
@@ -131,7 +141,7 @@ class DecodedSRCache:
     def _build_on_disk(self, staging: Path) -> None:
         """Decode everything into the files of a private staging folder, reserved on disk first (one builder at a
         time: the others wait for its cache)."""
-        shapes = self._shapes()
+        shapes = self.header_shapes
         self._layout(shapes)
         stores = []
         for name, size in (("hr.u8", self.hr_total), ("lr.u8", self.lr_total)):
@@ -145,7 +155,10 @@ class DecodedSRCache:
         (staging / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
 
     def _open_or_build_on_disk(self) -> None:
-        folder, self.fingerprint = self.cache_dir / f"x{self.scale}", _fingerprint(self.paths, self.scale)
+        self.header_shapes = self._shapes()
+        self.fingerprint = _fingerprint(self.paths, self.scale, self.header_shapes)
+        # one folder per fingerprint: image sets sharing a cache_dir never build over, or serve, each other's stores
+        folder = self.cache_folder = self.cache_dir / f"x{self.scale}-{self.fingerprint[:16]}"
         self.rebuild_reason = self._cache_problem(folder)
         if self.rebuild_reason is not None:
             if self.rebuild_reason.startswith("damaged"):
@@ -346,55 +359,3 @@ class DeviceSRCropLoader:
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for _ in range(self.batches_per_epoch):
             yield self._batch()
-
-
-class BackgroundPrefetcher:
-    """Iterate `iterable` in a background thread, `depth` items ahead, so producing the next batch overlaps the step.
-
-    Worth it when producing a batch is mostly torch work that releases the GIL (gathers, copies, pinning), as in
-    a decoded-cache loader; the thread stops when the consumer stops, and re-raises the producer's errors.
-    """
-
-    _DONE = object()
-
-    def __init__(self, iterable: Iterable, depth: int = 2) -> None:
-        self.iterable, self.depth = iterable, depth
-
-    def __len__(self) -> int:
-        return len(self.iterable)  # type: ignore[arg-type]
-
-    def __iter__(self) -> Iterator[Any]:
-        items: queue.Queue = queue.Queue(maxsize=self.depth)
-        stop = threading.Event()
-
-        def offer(item: Any) -> bool:
-            while not stop.is_set():
-                try:
-                    items.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def produce() -> None:
-            try:
-                for item in self.iterable:
-                    if not offer(item):
-                        return
-                offer(self._DONE)
-            except BaseException as error:  # noqa: BLE001 (handed to the consumer, which re-raises it)
-                offer(error)
-
-        thread = threading.Thread(target=produce, name="prefetch", daemon=True)
-        thread.start()
-        try:
-            while True:
-                item = items.get()
-                if item is self._DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            thread.join(timeout=5)
