@@ -27,7 +27,7 @@ from .safe_open import check_regular, make_dirs, open_regular
 from .tar_scan import BadArchiveError, UnsafeArchiveError, describe_kind, kind_of_head
 
 __all__ = [
-    "BadArchiveError", "BadResponseError", "ChecksumMismatchError", "ExtractLimits", "IncompleteDownloadError",
+    "BadArchiveError", "BadResponseError", "ChecksumMismatchError", "DestinationWriteError", "ExtractLimits", "IncompleteDownloadError",
     "StallRule", "UnsafeArchiveError", "describe_kind", "download", "extract_into", "file_digest", "file_kind",
     "safe_extract", "verify_file",
 ]  # fmt: skip
@@ -45,6 +45,10 @@ class ChecksumMismatchError(RuntimeError):
 
 class IncompleteDownloadError(ConnectionError):
     """The transfer stopped before the whole file arrived; the partial file is kept for resuming."""
+
+
+class DestinationWriteError(OSError):
+    """The download could not be written where it goes (a full disk, a read-only folder); not a network problem."""
 
 
 class BadResponseError(IncompleteDownloadError):
@@ -180,7 +184,14 @@ def _copy_body(response, out, bar, *, url: str, part: Path, start: int, size: in
     while block := response.read1(READ_BYTES):  # returns what has arrived, so a trickle is measured as it comes
         if size is not None and received + len(block) > size:
             raise BadResponseError(f"{url}: the server sent more than the file's {size} bytes; it is something else")
-        out.write(block)
+        try:
+            out.write(block)
+            out.flush()  # a full disk shows here, as this error, not later at close
+        except OSError as error:
+            raise DestinationWriteError(
+                error.errno, f"{part}: cannot write the download ({error.strerror}); free disk space or download "
+                "somewhere else (the bytes so far are kept and resumed)", str(part),
+            ) from error  # fmt: skip
         received += len(block)
         window_bytes += len(block)
         bar.update(len(block))
@@ -202,7 +213,7 @@ def _receive(response, part: Path, offset: int, *, url: str, progress: bool, siz
         try:
             received = _copy_body(response, out, bar, url=url, part=part, start=offset, size=size, rule=rule)
         except (OSError, http.client.HTTPException) as error:  # IncompleteRead, a cut chunked body, timeouts
-            if isinstance(error, IncompleteDownloadError):
+            if isinstance(error, (IncompleteDownloadError, DestinationWriteError)):
                 raise
             received = out.tell()
             raise IncompleteDownloadError(

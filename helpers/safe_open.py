@@ -57,6 +57,11 @@ def _open_fd(path: Path, flags: int, role: str) -> int:
     except OSError as error:
         if error.errno == errno.ELOOP and flags & _NOFOLLOW:
             raise _refuse(path, "a symbolic link (not followed: someone else may have planted it)", role) from error
+        if error.errno == errno.EEXIST and flags & os.O_EXCL:
+            raise NotRegularFileError(
+                errno.EEXIST, f"{path}: a scratch name already taken by {describe_mode(os.lstat(path).st_mode)}; "
+                f"{role} is always created new here, so something planted or left it: remove it", str(path),
+            ) from error  # fmt: skip
         if error.errno in (errno.EISDIR, errno.ENXIO):  # a folder opened for writing; a FIFO with no reader
             kind = "a directory" if error.errno == errno.EISDIR else describe_mode(os.lstat(path).st_mode)
             raise _refuse(path, kind, role) from error

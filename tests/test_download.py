@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -360,3 +361,30 @@ def test_a_process_waiting_for_another_download_says_so(http_server, tmp_path):
     _, err = waiter.communicate(timeout=60)
     assert waiter.returncode == 0, err[-2000:]
     assert dest.read_bytes() == PAYLOAD
+
+
+FULL_DISK_DOWNLOAD = """
+import sys
+from helpers.download import DestinationWriteError, download
+try:
+    download(sys.argv[1], sys.argv[2], insecure=True, progress=False)
+except DestinationWriteError as error:
+    print("DestinationWriteError:", error)
+"""
+
+
+def test_a_full_disk_is_named_as_such_not_as_a_broken_transfer(http_server, tmp_path):
+    # A 1 MiB tmpfs in a private mount namespace (root on Linux only); the file is 3 MiB. Loopback still reaches.
+    small = tmp_path / "small"
+    small.mkdir()
+    unshare, mount = shutil.which("unshare"), f"mount -t tmpfs -o size=1m tmpfs {small}"
+    if unshare is None or subprocess.run([unshare, "--mount", "sh", "-c", mount], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root and unshare)")
+    http_server.files["/big.bin"] = PAYLOAD * 3
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    script = f'{mount} && exec "$0" -c "$1" "$2" "$3"'
+    result = subprocess.run([unshare, "--mount", "sh", "-c", script, sys.executable, FULL_DISK_DOWNLOAD,
+                             http_server.url("/big.bin"), str(small / "big.bin")], env=env, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert "DestinationWriteError:" in result.stdout, result.stdout + result.stderr[-2000:]
+    assert "big.bin.part: cannot write the download (No space left on device)" in result.stdout
