@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -146,9 +147,17 @@ def test_a_lock_path_that_is_not_a_regular_file_is_named(tmp_path, make, what):
 
 
 def test_paths_deeper_than_the_recursion_limit_are_built(tmp_path):
-    deep = tmp_path.joinpath(*["d"] * 1500) / "target"
-    assert build_once(deep, _fill(), is_complete=_complete)
-    assert _complete(deep)
+    deepest = tmp_path.joinpath(*["d"] * 1500)
+    try:
+        assert build_once(deepest / "target", _fill(), is_complete=_complete)
+        assert _complete(deepest / "target")
+    finally:  # shutil.rmtree (and so pytest's own cleanup) recurses once per level: take the chain down here
+        for leaf in ("target", "target.lock"):
+            shutil.rmtree(deepest / leaf, ignore_errors=True)
+            (deepest / leaf).unlink(missing_ok=True)
+        while deepest != tmp_path:
+            os.rmdir(deepest)
+            deepest = deepest.parent
 
 
 def test_a_parent_that_is_a_file_is_named(tmp_path):
