@@ -245,7 +245,7 @@ def download(
     size: int | None = None,
     insecure: bool = False,
     timeout: float = 30.0,
-    stall: StallRule = StallRule(),  # noqa: B008 (frozen)
+    stall: StallRule = StallRule(),  # a frozen dataclass: one shared default is safe
     progress: bool = True,
 ) -> Path:
     """Download `url` to `dest` through `dest.part` (resumed with an HTTP Range request), verify, then rename.

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from .atomic import build_once, reserve_file
-from .safe_open import check_regular, read_regular_bytes
-from .prefetch import BackgroundPrefetcher
 from .images import ImageTooSmallError, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
+from .prefetch import BackgroundPrefetcher
+from .safe_open import check_regular, read_regular_bytes
 from .sr_data import SCALES, bicubic_downscale, check_sr_geometry, list_images, mod_crop, paired_dihedral
 
 PIXEL_BYTES = 4  # the decoded cache stores RGBX: R, G, B and one padding byte

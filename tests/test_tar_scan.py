@@ -63,7 +63,8 @@ def _refused(tmp_path, data: bytes, error: type, match: str, name: str = "crafte
 
 def test_a_negative_size_is_refused(tmp_path):
     data = _member("top/a.txt", b"hello") + _header("top/back.bin", b"\xff" * 12) + END
-    assert tarfile.open(fileobj=io.BytesIO(data)).getmembers()[1].size < 0  # what tarfile would trust
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert tar.getmembers()[1].size < 0  # what tarfile would trust
     _refused(tmp_path, data, UnsafeArchiveError, "'top/back.bin' has a negative or malformed size")
 
 
@@ -123,7 +124,8 @@ def test_a_damaged_tar_xz_is_refused(tmp_path):
 def test_a_tar_cut_at_a_member_boundary_is_refused(tmp_path, compress):
     whole = _plain_tar(3)
     cut = whole[: 2 * 1024]  # two whole members (header + one data block each), then nothing
-    assert len(tarfile.open(fileobj=io.BytesIO(cut)).getmembers()) == 2  # tarfile sees a shorter, fine archive
+    with tarfile.open(fileobj=io.BytesIO(cut)) as tar:
+        assert len(tar.getmembers()) == 2  # tarfile sees a shorter, fine archive
     data = bytes(_gzip(cut)) if compress else cut
     _refused(tmp_path, data, BadArchiveError, "without the end-of-archive marker", "cut.tgz")
 
@@ -135,7 +137,8 @@ def test_a_tar_with_one_zero_block_for_its_end_is_refused(tmp_path):
 def test_a_garbage_header_is_refused(tmp_path):
     data = bytearray(_plain_tar(3))
     data[1024:1536] = np.random.default_rng(0).bytes(512)  # the second member's header
-    assert len(tarfile.open(fileobj=io.BytesIO(bytes(data))).getmembers()) == 1  # tarfile stops there, silently
+    with tarfile.open(fileobj=io.BytesIO(bytes(data))) as tar:
+        assert len(tar.getmembers()) == 1  # tarfile stops there, silently
     _refused(tmp_path, bytes(data), BadArchiveError, "garbage header at byte 1024")
 
 
