@@ -136,7 +136,9 @@ def _number(field: bytes) -> int | None:
 def _checksum_ok(header: bytes) -> bool:
     stored = _number(header[148:156])
     blanked = header[:148] + b" " * 8 + header[156:]
-    return stored in (sum(blanked), sum(b - 256 if b > 127 else b for b in blanked))
+    if stored == sum(blanked):
+        return True
+    return stored == sum(blanked) - 256 * sum(b > 127 for b in blanked)  # some old tars sum signed bytes
 
 
 def _pax_records(data: bytes, where: str) -> dict[str, str]:

@@ -182,3 +182,30 @@ def test_a_fifo_for_an_archive_is_named_not_read_forever(tmp_path):
     with pytest.raises(NotRegularFileError, match="data.tgz: is a FIFO"):
         _within(20, lambda: extract_into(fifo, tmp_path / "parent", "top"))
     assert not (tmp_path / "out").exists() and not (tmp_path / "parent" / "top").exists()
+
+
+def _pax(records: dict[str, str]) -> bytes:
+    body = b""
+    for key, value in records.items():
+        text = f" {key}={value}\n"
+        length = len(text) + len(str(len(text)))
+        length += len(str(length)) - len(str(len(text)))
+        body += f"{length}{text}".encode()
+    return _header("././@PaxHeader", _octal(len(body)), b"x") + body + bytes(-len(body) % 512)
+
+
+def test_a_member_hidden_where_the_scan_sees_data_is_refused(tmp_path):
+    # The header says "top/d/" (a folder to tarfile, which then reads no data), the pax path says "top/d": a scan
+    # that took the next block for data would never check the member tarfile then finds there.
+    hidden = _header("top/evil.txt", _octal(0))
+    data = _pax({"path": "top/d"}) + _header("top/d/", _octal(512), b"\0") + hidden + END
+    _refused(tmp_path, data, BadArchiveError, "tarfile reads 2 members where the raw headers describe 1")
+
+
+def test_a_header_with_a_signed_checksum_is_read(tmp_path):
+    header = bytearray(_header("top/café.txt", _octal(1)))  # two UTF-8 bytes over 127: signed sums differ
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(b - 256 if b > 127 else b for b in header)
+    archive = tmp_path / "signed.tar"
+    archive.write_bytes(bytes(header) + b"1" + bytes(511) + END)
+    assert len(safe_extract(archive, tmp_path / "out")) == 1
