@@ -308,9 +308,14 @@ def _cut_chunked(handler) -> None:
     handler.wfile.flush()
 
 
+def _garbage_status(handler) -> None:
+    handler.wfile.write(b"HELLO THERE\r\n\r\n")  # not an HTTP status line
+
+
 @pytest.mark.parametrize(("respond", "error", "match"), [
     (_bad_length, BadResponseError, "Content-Length '12abc', not a byte count"),
     (_cut_chunked, IncompleteDownloadError, "broke off after .*IncompleteRead"),
+    (_garbage_status, BadResponseError, "reply is malformed \\(BadStatusLine"),
 ])  # fmt: skip
 def test_malformed_and_cut_replies_are_download_errors(tmp_path, respond, error, match):
     with _serve(respond) as url, pytest.raises(error, match=match):
@@ -318,7 +323,7 @@ def test_malformed_and_cut_replies_are_download_errors(tmp_path, respond, error,
     assert not (tmp_path / "f").exists()
 
 
-@pytest.mark.parametrize("respond", [_bad_length, _cut_chunked])
+@pytest.mark.parametrize("respond", [_bad_length, _cut_chunked, _garbage_status])
 def test_the_course_falls_back_to_its_standin_on_a_malformed_reply(tmp_path, respond):
     with _serve(respond) as url:
         source = prepare_bsds300(tmp_path, offline=False, url=url, progress=False)
