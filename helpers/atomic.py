@@ -6,7 +6,7 @@ old complete version or the new complete one, never half of either. `build_once`
 data several processes may build at once: take the lock, look again (another process may have finished while this
 one waited), clear what a killed builder left behind, build privately, publish only a complete build.
 
-Copy alone.
+Copy with: safe_open.py (locks and scratch files opened as regular files, never through a planted link).
 Needs: the standard library only (POSIX `fcntl` for the lock; elsewhere the lock is a no-op).
 """
 
@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from pathlib import Path
 
+from .safe_open import make_dirs, open_regular
+
 try:
     import fcntl
 except ImportError:  # Windows: no fcntl; staging + rename still keep readers safe, only concurrent builds repeat work
@@ -32,16 +34,23 @@ _ZEROS = bytes(1 << 20)
 
 
 @contextlib.contextmanager
-def file_lock(target: str | os.PathLike) -> Iterator[Path]:
+def file_lock(target: str | os.PathLike, *, on_wait: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Hold an exclusive inter-process lock on `target.lock` (beside `target`) for the duration of the block.
 
     The lock is released by the kernel when the holder exits or is killed, so a crashed writer never blocks others.
+    `on_wait(lock_path)` is called once when another process holds the lock, before waiting for it. The lock file
+    is opened as a regular file without following a link (a FIFO, folder or planted link there is named).
     """
     lock_path = Path(target).with_name(Path(target).name + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+b") as handle:
+    make_dirs(lock_path.parent)
+    with open_regular(lock_path, "r+b", role="a lock file") as handle:
         if fcntl is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait(lock_path)
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield lock_path
         finally:
@@ -70,11 +79,17 @@ def remove_stale_staging(target: str | os.PathLike) -> list[Path]:
     sharing the folder are kept, in case their lock does not reach this one.
     """
     target = Path(target)
-    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(?:staging|old)-{re.escape(_host())}-\d+-[0-9a-f]{{8}}$")
-    stale = [p for p in (target.parent.iterdir() if target.parent.is_dir() else ()) if pattern.match(p.name)]
+    stale = _leftovers(target)
     for path in stale:
         _remove(path)
     return stale
+
+
+def _leftovers(target: Path) -> list[Path]:
+    """Staging folders (and their `.unpacked` siblings) and set-aside old folders of `target` named for this host."""
+    host = re.escape(_host())
+    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(?:staging|old)-{host}-\d+-[0-9a-f]{{8}}(?:\.unpacked)?$")
+    return [p for p in (target.parent.iterdir() if target.parent.is_dir() else ()) if pattern.match(p.name)]
 
 
 def _remove(path: Path) -> None:
@@ -108,7 +123,7 @@ def staged(target: str | os.PathLike, *, folder: bool = False) -> Iterator[Path]
     With `folder=True` the staging folder is created for you.
     """
     path = staging_path(target)
-    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(Path(target).parent)
     if folder:
         path.mkdir()
     try:
@@ -135,11 +150,14 @@ def build_once(
     """
     target = Path(target)
     if is_complete(target):
+        if _leftovers(target):  # a publish killed after its rename left the old folder set aside: clear it
+            with file_lock(target):
+                remove_stale_staging(target)
         return False
     with file_lock(target):
+        remove_stale_staging(target)
         if is_complete(target):
             return False
-        remove_stale_staging(target)
         with staged(target, folder=folder) as staging:
             build(staging)
     return True
@@ -151,7 +169,7 @@ def reserve_file(path: str | os.PathLike, size: int) -> None:
     A memory-mapped sparse file on a full disk kills the process with SIGBUS at the first page that cannot be
     stored; reserving the blocks first turns that into this error, before any work is done.
     """
-    with open(path, "wb") as f:
+    with open_regular(path, "wb", exclusive=True, role="a store being reserved") as f:
         try:
             try:
                 if not hasattr(os, "posix_fallocate"):  # macOS, Windows: write the zeros
@@ -177,6 +195,6 @@ def _write_zeros(f: Any, size: int) -> None:
 
 def write_text_atomically(target: str | os.PathLike, text: str) -> Path:
     """Write `text` to `target` through a staging file and one rename."""
-    with staged(target) as path:
-        path.write_text(text, encoding="utf-8")
+    with staged(target) as path, open_regular(path, "wb", exclusive=True, role="a scratch file") as f:
+        f.write(text.encode("utf-8"))
     return Path(target)

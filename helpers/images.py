@@ -8,6 +8,7 @@ Needs: numpy, pillow, torch.
 from __future__ import annotations
 
 import os
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -44,17 +45,24 @@ def _holds_sixteen_bit_values(image: Image.Image, values: np.ndarray) -> bool:
 
 
 def _sixteen_bit_to_rgb(image: Image.Image, path: Path) -> Image.Image:
-    values = np.asarray(image, dtype=np.int64)
-    if values.size and (values.min() < 0 or values.max() > 65535):
+    values = np.asarray(image)  # uint16 for the I;16 modes, int32 for mode I: PIL's own width, never int64
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    if low < 0 or high > 65535:
         raise BadImageError(
-            f"{path}: mode {image.mode} holds values {values.min()}..{values.max()}, outside 16-bit 0..65535; "
+            f"{path}: mode {image.mode} holds values {low}..{high}, outside 16-bit 0..65535; "
             "convert it to 8-bit RGB yourself"
         )
     if _holds_sixteen_bit_values(image, values):
-        eight_bit = ((values * 255 + 32767) // 65535).astype(np.uint8)  # rounds 0..65535 onto 0..255
+        wide = values.astype(np.uint32)  # 255 x 65535 fits: in-place arithmetic, no int64 (or intp index) temporaries
+        wide *= 255
+        wide += 32767
+        wide //= 65535  # rounds 0..65535 onto 0..255
+        eight_bit = wide.astype(np.uint8)
     else:
         eight_bit = values.astype(np.uint8)  # 8-bit values in a 32-bit container: kept as they are
-    return Image.fromarray(np.stack([eight_bit] * 3, axis=-1))
+    rgb = np.empty((*eight_bit.shape, 3), dtype=np.uint8)
+    rgb[...] = eight_bit[..., None]
+    return Image.fromarray(rgb)
 
 
 def to_rgb(image: Image.Image, path: str | os.PathLike = "<image>") -> Image.Image:
@@ -84,13 +92,32 @@ def _unreadable(path: Path, error: BaseException, doing: str) -> BadImageError:
 
 
 _READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError)
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR,
+                "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+def open_image_file(path: str | os.PathLike):
+    """Open `path` for reading if it is a regular file (a link to one is fine), else raise BadImageError naming what
+    it is: a FIFO would block PIL forever and /dev/zero would be read until memory runs out.
+
+    The open is non-blocking and checked with fstat (safe_open.py does the same for the rest of the data layer;
+    written out here so this module still copies alone).
+    """
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = next((phrase for test, phrase in _NOT_REGULAR if test(mode)), "a special file")
+        raise BadImageError(f"{path}: is {what}, not an image file; remove it from the dataset or point to the file")
+    return os.fdopen(fd, "rb")
 
 
 def load_rgb_image(path: str | os.PathLike) -> Image.Image:
     """Decode the whole file at `path` as 8-bit RGB, or raise BadImageError naming the file and the problem."""
     path = Path(path)
     try:
-        with Image.open(path) as image:
+        with open_image_file(path) as f, Image.open(f) as image:
             image.load()  # decode now, so truncation shows here and not later in a worker
             return to_rgb(image, path)
     except (BadImageError, FileNotFoundError):
@@ -103,9 +130,9 @@ def image_header(path: str | os.PathLike) -> tuple[int, int, str, str | None]:
     """(width, height, mode, format) from an image file's header (nothing decoded), or BadImageError naming it."""
     path = Path(path)
     try:
-        with Image.open(path) as image:
+        with open_image_file(path) as f, Image.open(f) as image:
             return image.width, image.height, image.mode, image.format
-    except FileNotFoundError:
+    except (BadImageError, FileNotFoundError):
         raise
     except _READ_ERRORS as error:
         raise _unreadable(path, error, "read the image header") from error

@@ -1,5 +1,6 @@
-"""Overlapping the host-to-device copy with the step: a prefetcher that copies the next batch, and turns uint8 images
-into normalised float, on a side CUDA stream while the current step runs (the idea of timm's PrefetchLoader).
+"""Overlapping batch making and the host-to-device copy with the step: a prefetcher that copies the next batch, and
+turns uint8 images into normalised float, on a side CUDA stream while the current step runs (the idea of timm's
+PrefetchLoader), and a background thread that produces the next batches while the step runs.
 
 Copy alone.
 
@@ -8,11 +9,14 @@ Needs: torch.
 On CUDA the copy can only overlap when the host batch is in pinned (page-locked) memory: give the DataLoader
 `pin_memory=True`, so its pinning thread pins each batch once, off the training loop. From pageable memory
 `non_blocking=True` still copies, but the host waits for it. Off CUDA there is no side stream and no asynchronous copy:
-the prefetcher then prepares each batch when it is asked for, so the same loop runs everywhere.
+the prefetcher then prepares each batch when it is asked for, so the same loop runs everywhere. `BackgroundPrefetcher`
+needs only the standard library: it is worth it when making a batch is mostly torch work that releases the GIL.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -105,3 +109,55 @@ def _tensors(batch: Any) -> Iterator[torch.Tensor]:
     elif isinstance(batch, (list, tuple)):
         for value in batch:
             yield from _tensors(value)
+
+
+class BackgroundPrefetcher:
+    """Iterate `iterable` in a background thread, `depth` items ahead, so producing the next batch overlaps the step.
+
+    Worth it when producing a batch is mostly torch work that releases the GIL (gathers, copies, pinning), as in
+    a decoded-cache loader; the thread stops when the consumer stops, and re-raises the producer's errors.
+    """
+
+    _DONE = object()
+
+    def __init__(self, iterable: Iterable, depth: int = 2) -> None:
+        self.iterable, self.depth = iterable, depth
+
+    def __len__(self) -> int:
+        return len(self.iterable)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[Any]:
+        items: queue.Queue = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+
+        def offer(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    items.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def produce() -> None:
+            try:
+                for item in self.iterable:
+                    if not offer(item):
+                        return
+                offer(self._DONE)
+            except BaseException as error:  # noqa: BLE001 (handed to the consumer, which re-raises it)
+                offer(error)
+
+        thread = threading.Thread(target=produce, name="prefetch", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = items.get()
+                if item is self._DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            thread.join(timeout=5)

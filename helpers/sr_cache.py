@@ -2,7 +2,8 @@
 files shared by every worker and rank), and two loaders of paired crops from it: crops gathered on the CPU and sent as
 uint8, or the zero-CPU pipeline that cuts crops and makes LR on the device.
 
-Copy with: sr_data.py, images.py, resize.py (decoding, geometry, flips, bicubic), atomic.py (safe on-disk builds).
+Copy with: sr_data.py, images.py, resize.py (decoding, geometry, flips, MATLAB bicubic), atomic.py (safe
+concurrent on-disk builds), safe_open.py (regular files only) and prefetch.py (the background producer thread).
 Needs: numpy, pillow, torch; optional: kornia (sr_data.PairedSRAugment's colour jitter).
 """
 
@@ -20,9 +21,10 @@ import torch
 
 from .atomic import build_once, reserve_file
 from .images import ImageTooSmallError, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
+from .prefetch import BackgroundPrefetcher
+from .safe_open import check_regular, read_regular_bytes
 from .sr_data import (
     SCALES,
-    BackgroundPrefetcher,
     bicubic_downscale,
     check_options,
     check_sr_geometry,
@@ -35,15 +37,16 @@ from .sr_data import (
     rgb_to_luma,
 )
 
-# BackgroundPrefetcher lives in sr_data.py now; imported above, sr_cache.BackgroundPrefetcher still works
+# BackgroundPrefetcher lives in prefetch.py; imported above, sr_cache.BackgroundPrefetcher still works
 PIXEL_BYTES = 4  # the decoded cache stores RGBX: R, G, B and one padding byte
 
 
-def _fingerprint(paths: Sequence[Path], scale: int) -> str:
-    digest = hashlib.blake2b(f"decoded-cache v3 (HW RGBX) x{scale}".encode(), digest_size=16)
-    for path in paths:
-        digest.update(str(path.resolve()).encode())
-        digest.update(hashlib.blake2b(path.read_bytes(), digest_size=16).digest())
+def _fingerprint(paths: Sequence[Path], scale: int, shapes: Sequence[tuple[int, int]]) -> str:
+    """The cache's key: its layout version, scale, every source's path, bytes and (mod-cropped) shape."""
+    digest = hashlib.blake2b(f"decoded-cache v4 (HW RGBX) x{scale}".encode(), digest_size=16)
+    for path, shape in zip(paths, shapes, strict=True):
+        digest.update(f"{path.resolve()}\0{shape[0]}x{shape[1]}\0".encode())
+        digest.update(hashlib.blake2b(read_regular_bytes(path, role="an image"), digest_size=16).digest())
     return digest.hexdigest()
 
 
@@ -71,6 +74,7 @@ class DecodedSRCache:
         self.scale = scale
         self.paths = list_images(folder_or_paths)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.cache_folder: Path | None = None  # cache_dir/x{scale}-{fingerprint}: the stores of these images only
         self.rebuilt = False
         self.rebuild_reason: str | None = None
         self._checked_crops: set[int] = set()
@@ -99,6 +103,12 @@ class DecodedSRCache:
 
     def _shapes(self) -> list[tuple[int, int]]:
         sizes = [image_header(path)[:2] for path in self.paths]  # (width, height), the file named when unreadable
+        for path, (width, height) in zip(self.paths, sizes):
+            if width < self.scale or height < self.scale:
+                raise ImageTooSmallError(
+                    f"{path}: image is {width}x{height} pixels, smaller than the x{self.scale} scale, so it has no "
+                    "low-resolution pixel; remove it from the dataset"
+                )
         return [(height - height % self.scale, width - width % self.scale) for width, height in sizes]
 
     def _fill(self, hr_store: torch.Tensor, lr_store: torch.Tensor) -> None:
@@ -121,7 +131,7 @@ class DecodedSRCache:
     def _cache_problem(self, folder: Path) -> str | None:
         """Why the on-disk cache in `folder` cannot be used as it is (None when it can), without mapping anything."""
         try:
-            meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+            meta = json.loads(read_regular_bytes(folder / "meta.json", role="the cache's metadata"))
             shapes = [(int(h), int(w)) for h, w in meta["shapes"]]
             found = meta["fingerprint"]
         except FileNotFoundError:
@@ -130,11 +140,14 @@ class DecodedSRCache:
             return f"damaged: {folder / 'meta.json'} is unreadable ({type(error).__name__}: {error})"
         if found != self.fingerprint:
             return "the source images changed"
-        if len(shapes) != len(self.paths) or any(h < self.scale or w < self.scale for h, w in shapes):
-            return f"damaged: {folder / 'meta.json'} lists {len(shapes)} image sizes for {len(self.paths)} images"
+        if shapes != self.header_shapes:
+            return f"damaged: {folder / 'meta.json'} lists image sizes that differ from the images' own headers"
         self._layout(shapes)
         for name, want in (("hr.u8", self.hr_total), ("lr.u8", self.lr_total)):
-            got = (folder / name).stat().st_size if (folder / name).is_file() else None
+            try:
+                got = check_regular(folder / name, role="a cache store").st_size
+            except OSError as error:  # missing, or a link, FIFO or folder put there
+                return f"damaged: {error}"
             if got != want:
                 return f"damaged: {folder / name} holds {got} bytes, {want} expected"
         return None
@@ -142,7 +155,7 @@ class DecodedSRCache:
     def _build_on_disk(self, staging: Path) -> None:
         """Decode everything into the files of a private staging folder, reserved on disk first (one builder at a
         time: the others wait for its cache)."""
-        shapes = self._shapes()
+        shapes = self.header_shapes
         self._layout(shapes)
         stores = []
         for name, size in (("hr.u8", self.hr_total), ("lr.u8", self.lr_total)):
@@ -156,7 +169,10 @@ class DecodedSRCache:
         (staging / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
 
     def _open_or_build_on_disk(self) -> None:
-        folder, self.fingerprint = self.cache_dir / f"x{self.scale}", _fingerprint(self.paths, self.scale)
+        self.header_shapes = self._shapes()
+        self.fingerprint = _fingerprint(self.paths, self.scale, self.header_shapes)
+        # one folder per fingerprint: image sets sharing a cache_dir never build over, or serve, each other's stores
+        folder = self.cache_folder = self.cache_dir / f"x{self.scale}-{self.fingerprint[:16]}"
         self.rebuild_reason = self._cache_problem(folder)
         if self.rebuild_reason is not None:
             if self.rebuild_reason.startswith("damaged"):

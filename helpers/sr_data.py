@@ -1,7 +1,7 @@
 """Super-resolution data: aligned LR/HR geometry, LR made as papers make it (MATLAB's bicubic), paired flips and
 rotations, lazy random crops made in `__getitem__`, paired device augmentation, and whole-image evaluation pairs;
 the options a script being replaced may need: the Y channel, PIL's resampling for LR, centre crops, DataLoader-like
-batches per epoch; and a background prefetcher for batch loaders.
+batches per epoch.
 
 Copy with: images.py (safe decoding, uint8 to float) and resize.py (MATLAB-compatible bicubic).
 Needs: numpy, pillow, torch; optional: kornia (PairedSRAugment's colour jitter).
@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
-import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -311,58 +308,3 @@ class SREvalDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         hr = to_uint8_tensor(mod_crop(load_rgb_image(self.paths[index]), self.scale))
         return to_unit_float(bicubic_downscale(hr, self.scale)), to_unit_float(hr)
-
-
-# --- prefetching -------------------------------------------------------------------------------------------------
-
-
-class BackgroundPrefetcher:
-    """Iterate `iterable` in a background thread, `depth` items ahead, so producing the next batch overlaps the step.
-
-    Worth it when producing a batch is mostly torch work that releases the GIL (gathers, copies, pinning), as in
-    a decoded-cache loader; the thread stops when the consumer stops, and re-raises the producer's errors.
-    """
-
-    _DONE = object()
-
-    def __init__(self, iterable: Iterable, depth: int = 2) -> None:
-        self.iterable, self.depth = iterable, depth
-
-    def __len__(self) -> int:
-        return len(self.iterable)  # type: ignore[arg-type]
-
-    def __iter__(self) -> Iterator[Any]:
-        items: queue.Queue = queue.Queue(maxsize=self.depth)
-        stop = threading.Event()
-
-        def offer(item: Any) -> bool:
-            while not stop.is_set():
-                try:
-                    items.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def produce() -> None:
-            try:
-                for item in self.iterable:
-                    if not offer(item):
-                        return
-                offer(self._DONE)
-            except BaseException as error:  # noqa: BLE001 (handed to the consumer, which re-raises it)
-                offer(error)
-
-        thread = threading.Thread(target=produce, name="prefetch", daemon=True)
-        thread.start()
-        try:
-            while True:
-                item = items.get()
-                if item is self._DONE:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            thread.join(timeout=5)

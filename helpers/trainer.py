@@ -2,7 +2,7 @@
 `save_training_state`; `fit` is the short loop that joins them (with evaluation, history and DDP).
 
 Copy with: step.py (the mixed-precision step), checkpoint.py (atomic checkpoints, RNG states), distributed.py
-(DDP reductions; a no-op on one process) and atomic.py (the history file).
+(DDP reductions; a no-op on one process) and atomic.py with safe_open.py (the history file).
 Needs: numpy, torch, tqdm (the progress bar).
 """
 

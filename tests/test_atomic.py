@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from helpers import atomic
 from helpers.atomic import build_once, file_lock, remove_stale_staging, reserve_file, staging_path
+from helpers.atomic import write_text_atomically
+from helpers.safe_open import NotRegularFileError, make_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,3 +129,78 @@ def test_reserve_file_writes_zeros_where_fallocate_is_not_supported(tmp_path, mo
     monkeypatch.setattr(atomic.os, "posix_fallocate", unsupported, raising=False)
     reserve_file(tmp_path / "store.u8", 3_000_000)
     assert (tmp_path / "store.u8").read_bytes() == bytes(3_000_000)
+
+
+# --- special files at lock and scratch names, any depth, a publish killed between its renames ----------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("make", "what"), [
+    (os.mkfifo, r"a FIFO \(named pipe\)"), (os.mkdir, "a directory"),
+    (lambda path: os.symlink("/etc/passwd", path), r"a symbolic link \(not followed.*\)"),
+])  # fmt: skip
+def test_a_lock_path_that_is_not_a_regular_file_is_named(tmp_path, make, what):
+    make(tmp_path / "data.lock")
+    with pytest.raises(NotRegularFileError, match=f"data.lock: is {what}, not a regular file; a lock file must be"):
+        with file_lock(tmp_path / "data"):
+            pass
+
+
+def test_paths_deeper_than_the_recursion_limit_are_built(tmp_path):
+    deepest = tmp_path.joinpath(*["d"] * 1500)
+    try:
+        assert build_once(deepest / "target", _fill(), is_complete=_complete)
+        assert _complete(deepest / "target")
+    finally:  # shutil.rmtree (and so pytest's own cleanup) recurses once per level: take the chain down here
+        for leaf in ("target", "target.lock"):
+            shutil.rmtree(deepest / leaf, ignore_errors=True)
+            (deepest / leaf).unlink(missing_ok=True)
+        while deepest != tmp_path:
+            os.rmdir(deepest)
+            deepest = deepest.parent
+
+
+def test_a_parent_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match=r"file: is a regular file, not a folder, so .* cannot be created"):
+        make_dirs(tmp_path / "file" / "sub" / "deeper")
+
+
+def test_a_scratch_file_never_follows_a_planted_link(tmp_path, monkeypatch):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    planted = tmp_path / ".history.json.staging-planted"
+    planted.symlink_to(victim)
+    monkeypatch.setattr(atomic, "staging_path", lambda target: planted)  # as if the name had been guessed
+    with pytest.raises(NotRegularFileError, match="staging-planted: a scratch name already taken by a symbolic link"):
+        write_text_atomically(tmp_path / "history.json", "overwritten?")
+    assert victim.read_text() == "precious" and not (tmp_path / "history.json").exists()
+
+
+PUBLISHER = """
+import signal, sys
+from pathlib import Path
+from helpers import atomic
+target = Path(sys.argv[1])
+def killed_here(path):  # the new folder is in place, the old one set aside: be killed before removing it
+    (target.parent / "inside").touch()
+    signal.pause()
+atomic._remove = killed_here
+atomic.build_once(target, lambda staging: (staging / "done").write_text("new"), is_complete=lambda path: False)
+"""
+
+
+def test_the_old_folder_of_a_killed_publish_is_cleared_by_the_next_open(tmp_path):
+    target = tmp_path / "data"
+    build_once(target, lambda staging: (staging / "done").write_text("old"), is_complete=_complete)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    process = subprocess.Popen([sys.executable, "-c", PUBLISHER, str(target)], env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "inside").exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert (target / "done").read_text() == "new" and list(tmp_path.glob(".data.old-*"))  # the leak
+    assert not build_once(target, _fill(), is_complete=lambda p: (p / "done").is_file())  # complete: not rebuilt
+    assert not list(tmp_path.glob(".data.*")) and (target / "done").read_text() == "new"

@@ -4,6 +4,7 @@ error naming it, a writer that refuses labels it cannot store faithfully, and no
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import numpy as np
@@ -150,3 +151,16 @@ def test_nothing_in_the_package_unpickles():
                     flag = "weights_only" if name == "torch" else "allow_pickle"
                     assert flag in keywords, f"{path}: {name}.load without {flag}="
                     assert getattr(keywords[flag], "value", None) is (name == "torch"), f"{path}: {name}.load unsafe"
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_or_a_link_to_a_device_for_a_batch_is_named_not_read(tmp_path):
+    folder = write_folder(tmp_path / CIFAR10_FOLDER)
+    (folder / "data_batch_3.bin").unlink()
+    os.mkfifo(folder / "data_batch_3.bin")
+    with pytest.raises(CifarFormatError, match=r"data_batch_3.bin: not a regular file \(a FIFO"):
+        load_cifar10(tmp_path)
+    (folder / "test_batch.bin").unlink()
+    (folder / "test_batch.bin").symlink_to("/dev/zero")
+    with pytest.raises(CifarFormatError, match=r"test_batch.bin: not a regular file"):
+        load_cifar10(tmp_path, train=False)

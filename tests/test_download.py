@@ -3,18 +3,25 @@ range replies, HTML error pages, a digest required, and several processes fetchi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from helpers.course.data import BSDS300_SHA256_ENV_VAR, DatasetLayoutError, prepare_bsds300, prepare_cifar10
-from helpers.download import BadArchiveError, ChecksumMismatchError, IncompleteDownloadError, download
+from helpers.atomic import file_lock
+from helpers.download import BadArchiveError, BadResponseError, ChecksumMismatchError, IncompleteDownloadError
+from helpers.download import StallRule, download
+from helpers.safe_open import NotRegularFileError
 
 from .conftest import jpeg_bytes, tar_bytes
 
@@ -211,3 +218,180 @@ def test_processes_downloading_the_same_file_all_succeed(http_server, tmp_path):
     assert (tmp_path / "big.bin").read_bytes() == big
     assert len(http_server.requests) == 1  # one transfer; the others waited and found the verified file
     assert not list(tmp_path.glob("big.bin.*[!k]"))  # no .part or .rejected left
+
+
+# --- stalled, oversized and malformed transfers; special files and planted links; a waiting process says so --------
+
+
+@contextlib.contextmanager
+def _serve(respond):
+    """A loopback server whose every GET is answered by `respond(handler)`; yields the URL of /file."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            try:
+                respond(self)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up, as it should
+                pass
+            self.close_connection = True
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/file"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _headers(handler, **headers) -> None:
+    handler.send_response(200)
+    for name, value in headers.items():
+        handler.send_header(name.replace("_", "-"), value)
+    handler.end_headers()
+
+
+def _trickle(handler) -> None:
+    _headers(handler, Content_Length="100000")
+    for _ in range(200):  # 10 bytes every 0.1 s: never silent for a whole timeout, yet hopelessly slow
+        handler.wfile.write(b"x" * 10)
+        handler.wfile.flush()
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(60)
+def test_a_trickling_transfer_is_abandoned_by_the_stall_rule(tmp_path):
+    rule = StallRule(min_bytes_per_s=1000, seconds=1.0)
+    with _serve(_trickle) as url, pytest.raises(IncompleteDownloadError, match="stalled: .* under the 1000 bytes/s"):
+        download(url, tmp_path / "f", insecure=True, timeout=3, stall=rule, progress=False)
+    assert 0 < (tmp_path / "f.part").stat().st_size < 1000 and not (tmp_path / "f").exists()  # kept for resuming
+
+
+def test_the_default_stall_rule_spares_a_slow_connection():
+    assert StallRule().min_bytes_per_s <= 1024 and StallRule().seconds >= 60
+
+
+def _endless(handler) -> None:  # no Content-Length: the body ends when the server hangs up, which it never would
+    _headers(handler, Connection="close")
+    for _ in range(64):
+        handler.wfile.write(bytes(64 << 10))
+
+
+@pytest.mark.timeout(60)
+def test_an_exact_size_stops_a_body_that_goes_on(tmp_path):
+    with _serve(_endless) as url, pytest.raises(BadResponseError, match="more than the file's 100000 bytes"):
+        download(url, tmp_path / "f", insecure=True, size=100_000, progress=False)
+    assert not (tmp_path / "f").exists() and not (tmp_path / "f.part").exists()
+    assert (tmp_path / "f.rejected").stat().st_size <= 100_000  # set aside, never resumed onto
+
+
+def test_an_exact_size_refuses_a_reply_that_announces_another(http_server, tmp_path):
+    http_server.files["/file.bin"] = PAYLOAD
+    with pytest.raises(BadResponseError, match=f"announces {len(PAYLOAD)} bytes where the file has exactly 1000"):
+        download(http_server.url("/file.bin"), tmp_path / "f", insecure=True, size=1000, progress=False)
+
+
+def _bad_length(handler) -> None:
+    _headers(handler, Content_Length="12abc")
+    handler.wfile.write(b"hello world!")
+
+
+def _cut_chunked(handler) -> None:
+    _headers(handler, Transfer_Encoding="chunked")
+    handler.wfile.write(b"400\r\n" + b"x" * 100)  # a 1024-byte chunk announced, 100 bytes sent, then hang up
+    handler.wfile.flush()
+
+
+def _garbage_status(handler) -> None:
+    handler.wfile.write(b"HELLO THERE\r\n\r\n")  # not an HTTP status line
+
+
+@pytest.mark.parametrize(("respond", "error", "match"), [
+    (_bad_length, BadResponseError, "Content-Length '12abc', not a byte count"),
+    (_cut_chunked, IncompleteDownloadError, "broke off after .*IncompleteRead"),
+    (_garbage_status, BadResponseError, "reply is malformed \\(BadStatusLine"),
+])  # fmt: skip
+def test_malformed_and_cut_replies_are_download_errors(tmp_path, respond, error, match):
+    with _serve(respond) as url, pytest.raises(error, match=match):
+        download(url, tmp_path / "f", insecure=True, progress=False)
+    assert not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("respond", [_bad_length, _cut_chunked, _garbage_status])
+def test_the_course_falls_back_to_its_standin_on_a_malformed_reply(tmp_path, respond):
+    with _serve(respond) as url:
+        source = prepare_bsds300(tmp_path, offline=False, url=url, progress=False)
+    assert source.is_standin and "failed" in source.note
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_for_a_destination_or_its_part_is_named(http_server, tmp_path):
+    http_server.files["/file.bin"] = PAYLOAD
+    os.mkfifo(tmp_path / "a.bin")
+    with pytest.raises(NotRegularFileError, match=r"a.bin: is a FIFO"):
+        download(http_server.url("/file.bin"), tmp_path / "a.bin", sha256=sha256(PAYLOAD), progress=False)
+    os.mkfifo(tmp_path / "b.bin.part")
+    with pytest.raises(NotRegularFileError, match=r"b.bin.part: is a FIFO"):
+        download(http_server.url("/file.bin"), tmp_path / "b.bin", sha256=sha256(PAYLOAD), progress=False)
+
+
+def test_a_planted_link_at_the_part_name_is_not_followed(http_server, tmp_path):
+    http_server.files["/file.bin"] = PAYLOAD
+    victim = tmp_path / "someone-elses.txt"
+    victim.write_bytes(b"precious")
+    (tmp_path / "f.bin.part").symlink_to(victim)
+    with pytest.raises(NotRegularFileError, match="f.bin.part: is a symbolic link"):
+        download(http_server.url("/file.bin"), tmp_path / "f.bin", sha256=sha256(PAYLOAD), progress=False)
+    assert victim.read_bytes() == b"precious"
+
+
+@pytest.mark.timeout(120)
+def test_a_process_waiting_for_another_download_says_so(http_server, tmp_path):
+    http_server.files["/file.bin"] = PAYLOAD
+    dest = tmp_path / "file.bin"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    code = "import sys; from helpers.download import download; download(sys.argv[1], sys.argv[2], sha256=sys.argv[3])"
+    with file_lock(dest):  # another process's download in progress
+        waiter = subprocess.Popen([sys.executable, "-c", code, http_server.url("/file.bin"), str(dest),
+                                   sha256(PAYLOAD)], env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        lines = [waiter.stderr.readline()]
+        while lines[-1] and "waiting for" not in lines[-1]:  # skip any warning an import printed first
+            lines.append(waiter.stderr.readline())
+        assert f"waiting for another process's download of {dest}" in lines[-1], lines
+        assert waiter.poll() is None  # still waiting while the lock is held
+    _, err = waiter.communicate(timeout=60)
+    assert waiter.returncode == 0, err[-2000:]
+    assert dest.read_bytes() == PAYLOAD
+
+
+FULL_DISK_DOWNLOAD = """
+import sys
+from helpers.download import DestinationWriteError, download
+try:
+    download(sys.argv[1], sys.argv[2], insecure=True, progress=False)
+except DestinationWriteError as error:
+    print("DestinationWriteError:", error)
+"""
+
+
+def test_a_full_disk_is_named_as_such_not_as_a_broken_transfer(http_server, tmp_path):
+    # A 1 MiB tmpfs in a private mount namespace (root on Linux only); the file is 3 MiB. Loopback still reaches.
+    small = tmp_path / "small"
+    small.mkdir()
+    unshare, mount = shutil.which("unshare"), f"mount -t tmpfs -o size=1m tmpfs {small}"
+    if unshare is None or subprocess.run([unshare, "--mount", "sh", "-c", mount], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root and unshare)")
+    http_server.files["/big.bin"] = PAYLOAD * 3
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    script = f'{mount} && exec "$0" -c "$1" "$2" "$3"'
+    result = subprocess.run([unshare, "--mount", "sh", "-c", script, sys.executable, FULL_DISK_DOWNLOAD,
+                             http_server.url("/big.bin"), str(small / "big.bin")], env=env, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert "DestinationWriteError:" in result.stdout, result.stdout + result.stderr[-2000:]
+    assert "big.bin.part: cannot write the download (No space left on device)" in result.stdout

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import struct
+import tracemalloc
 import zlib
 
 import numpy as np
@@ -132,3 +134,41 @@ def test_header_reading_names_a_file_that_is_not_an_image(tmp_path):
     (tmp_path / "notes.png").write_text("not an image")
     with pytest.raises(BadImageError, match="notes.png: cannot read the image header"):
         image_census([tmp_path / "notes.png"])
+
+
+# --- special files where an image is expected; 16-bit without wide temporaries -----------------------------------
+
+
+def _special_files(tmp_path) -> dict[str, str]:
+    """A FIFO, a folder and a link to /dev/zero, each named like an image, with what the error must call it."""
+    os.mkfifo(tmp_path / "fifo.png")
+    (tmp_path / "folder.png").mkdir()
+    (tmp_path / "zero.png").symlink_to("/dev/zero")
+    return {"fifo.png": r"a FIFO \(named pipe\)", "folder.png": "a directory", "zero.png": "a character device"}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("read", [load_rgb_image, image_header])
+def test_special_files_are_named_not_read_forever(tmp_path, read):
+    for name, what in _special_files(tmp_path).items():
+        with pytest.raises(BadImageError, match=f"{name}: is {what}, not an image file"):
+            read(tmp_path / name)
+
+
+def test_a_link_to_a_real_image_is_read(tmp_path, colours):
+    Image.fromarray(colours).save(tmp_path / "real.png")
+    (tmp_path / "link.png").symlink_to(tmp_path / "real.png")
+    assert np.array_equal(np.asarray(load_rgb_image(tmp_path / "link.png")), colours)
+
+
+def test_sixteen_bit_images_are_converted_without_wide_temporaries(tmp_path):
+    values = (np.arange(1000 * 1000, dtype=np.uint32) % 65536).astype(np.uint16).reshape(1000, 1000)
+    Image.fromarray(values).save(tmp_path / "big.png")
+    tracemalloc.start()
+    try:
+        rgb = load_rgb_image(tmp_path / "big.png")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.asarray(rgb)[0, 257, 0] == 1 and np.asarray(rgb)[65, 535, 0] == 255
+    assert peak < 12 * values.size, f"{peak / values.size:.1f} bytes a pixel (int64 temporaries take 17)"

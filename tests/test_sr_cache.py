@@ -5,6 +5,7 @@ loader, and the background prefetcher."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ from PIL import Image
 
 from helpers import sr_cache
 from helpers.sr_cache import BackgroundPrefetcher, CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
+from helpers.images import BadImageError, ImageTooSmallError
 from helpers.sr_data import bicubic_downscale, dihedral
 
 from .conftest import interior_gap, shifted_gap
@@ -137,7 +139,7 @@ def _copy_photos(photo_dir, folder, count: int = 6):
 def test_a_damaged_meta_file_is_rebuilt_with_a_message(photo_dir, tmp_path):
     photos = _copy_photos(photo_dir, tmp_path / "photos", 2)
     first = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
-    meta = tmp_path / "cache" / "x2" / "meta.json"
+    meta = first.cache_folder / "meta.json"
     for damage in ('{"fingerprint": "abc", "shap', '{"fingerprint": 3}', "[]"):
         meta.write_text(damage)
         with pytest.warns(UserWarning, match=r"meta.json is unreadable.*rebuilding"):
@@ -149,8 +151,9 @@ def test_a_damaged_meta_file_is_rebuilt_with_a_message(photo_dir, tmp_path):
 @pytest.mark.parametrize("store", ["hr.u8", "lr.u8"])
 def test_a_truncated_store_is_rebuilt_with_a_message(photo_dir, tmp_path, store):
     photos = _copy_photos(photo_dir, tmp_path / "photos", 2)
-    lr, hr = (t.clone() for t in DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache").image(1))
-    path = tmp_path / "cache" / "x2" / store
+    cache = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
+    lr, hr = (t.clone() for t in cache.image(1))
+    path = cache.cache_folder / store
     size = path.stat().st_size
     os.truncate(path, size // 2)  # (a cache still mapping the file would now die reading past its end: SIGBUS)
     with pytest.warns(UserWarning, match=rf"{store} holds {size // 2} bytes, {size} expected.*rebuilding"):
@@ -173,7 +176,7 @@ def test_a_full_disk_is_an_error_naming_the_file_before_any_pixel(photo_dir, tmp
     with pytest.raises(OSError, match=r"hr.u8: cannot reserve \d+ bytes \(No space left on device\)") as info:
         DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
     assert info.value.errno == errno.ENOSPC
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["x2.lock"]  # nothing published, nothing left
+    assert [p.suffix for p in (tmp_path / "cache").iterdir()] == [".lock"]  # nothing published, nothing left
 
 
 FULL_DISK = """
@@ -260,5 +263,81 @@ def test_concurrent_builders_with_one_killed_publish_one_whole_cache(tmp_path):
     single = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "single")
     assert all(single.image(i)[1].float().std() > 5 for i in range(5))  # real pixels, not zeros
     for name in ("hr.u8", "lr.u8", "meta.json"):  # byte-identical to a build by a single process
-        assert (cache_dir / "x2" / name).read_bytes() == (tmp_path / "single" / "x2" / name).read_bytes(), name
-    assert sorted(p.name for p in cache_dir.iterdir()) == ["x2", "x2.lock"]  # the killed build's staging was cleared
+        assert (cache_dir / single.cache_folder.name / name).read_bytes() == (single.cache_folder / name).read_bytes()
+    folder = single.cache_folder.name
+    assert sorted(p.name for p in cache_dir.iterdir()) == [folder, f"{folder}.lock"]  # the killed build's staging went
+
+
+# --- special sources, lying metadata, image sets sharing one cache_dir, images smaller than the scale --------------
+
+
+def _small_set(folder: Path, seed: int, sizes=((48, 64), (64, 48), (40, 40))) -> Path:
+    folder.mkdir()
+    rng = np.random.default_rng(seed)
+    for i, (h, w) in enumerate(sizes):
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+    return folder
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_a_link_to_dev_zero_among_the_sources_is_refused(tmp_path, on_disk):
+    photos = _small_set(tmp_path / "photos", 0)
+    (photos / "9.png").symlink_to("/dev/zero")
+    with pytest.raises(BadImageError, match="9.png: is a character device, not an image file"):
+        DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache" if on_disk else None)
+
+
+def test_a_meta_file_that_lies_about_shapes_is_detected(tmp_path):
+    photos = _small_set(tmp_path / "photos", 0, sizes=((64, 80), (80, 64)))
+    first = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
+    reference = [t.clone() for t in first.image(0)]
+    meta_path = first.cache_folder / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["shapes"] = [[w, h] for h, w in meta["shapes"]]  # same byte totals, each image turned: 64x80 as 80x64
+    meta_path.write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="meta.json lists image sizes that differ from the images' own headers"):
+        again = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
+    assert again.rebuilt and [tuple(t.shape) for t in again.image(0)] == [tuple(t.shape) for t in reference]
+    assert all(torch.equal(a, b) for a, b in zip(again.image(0), reference))
+
+
+def test_two_image_sets_sharing_a_cache_dir_keep_their_own_stores(tmp_path):
+    a, b = _small_set(tmp_path / "a", 1), _small_set(tmp_path / "b", 2)
+    in_memory = {name: DecodedSRCache(folder, scale=2).image(2)[1] for name, folder in (("a", a), ("b", b))}
+    first_a, first_b = (DecodedSRCache(f, scale=2, cache_dir=tmp_path / "cache") for f in (a, b))
+    assert first_a.cache_folder != first_b.cache_folder
+    again_a = DecodedSRCache(a, scale=2, cache_dir=tmp_path / "cache")
+    assert not again_a.rebuilt and torch.equal(again_a.image(2)[1], in_memory["a"])
+    assert torch.equal(DecodedSRCache(b, scale=2, cache_dir=tmp_path / "cache").image(2)[1], in_memory["b"])
+
+
+OPENER = """
+import sys, torch
+from helpers.sr_cache import DecodedSRCache
+photos, cache_dir, expected = sys.argv[1], sys.argv[2], torch.load(sys.argv[3])
+wrong = sum(not torch.equal(DecodedSRCache(photos, scale=2, cache_dir=cache_dir).image(1)[1], expected)
+            for _ in range(8))
+print(wrong)
+"""
+
+
+def test_processes_opening_two_image_sets_in_one_cache_dir_never_get_the_other_set(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    processes = []
+    for name, seed in (("a", 1), ("b", 2), ("a2", 1), ("b2", 2)):  # same pixels as a/b, in other folders
+        folder = _small_set(tmp_path / name, seed)
+        torch.save(DecodedSRCache(folder, scale=2).image(1)[1].clone(), tmp_path / f"{name}.pt")
+        processes.append(subprocess.Popen([sys.executable, "-c", OPENER, str(folder), str(tmp_path / "cache"),
+                                           str(tmp_path / f"{name}.pt")], env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))  # fmt: skip
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0 and out.strip() == "0", err[-2000:]
+    assert len(list((tmp_path / "cache").glob("x2-*.lock"))) == 4  # four sets (paths differ), four folders
+
+
+def test_an_image_smaller_than_the_scale_is_named(tmp_path):
+    photos = _small_set(tmp_path / "photos", 0, sizes=((48, 64), (3, 40)))
+    with pytest.raises(ImageTooSmallError, match=r"1.png: image is 40x3 pixels, smaller than the x4 scale"):
+        DecodedSRCache(photos, scale=4)

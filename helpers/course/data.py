@@ -13,6 +13,7 @@ from ..cifar import CIFAR10_FOLDER, CIFAR10_META, CIFAR10_TEST_BATCHES, CIFAR10_
 from ..cifar import check_cifar10_folder
 from ..download import ChecksumMismatchError, ExtractLimits, IncompleteDownloadError, download
 from ..download import extract_into
+from ..safe_open import make_dirs
 from .standins import standin_is_current, write_cifar10_standin, write_sr_standin
 
 DATA_DIR_ENV_VAR = "COURSE_DATA_DIR"
@@ -29,6 +30,7 @@ BSDS300_LIMITS = ExtractLimits(members=400, member_bytes=4 << 20, total_bytes=64
 # The authors' binary version (170,052,171 bytes): fixed 3,073-byte records, read without unpickling anything.
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 CIFAR10_MD5 = "c32a1d4ab5d03f1284b67883e8d87530"
+CIFAR10_BYTES = 170_052_171  # a transfer that is heading past it is not this file: abandoned at once
 # Six batch files of 30,730,000 bytes, the class names and a readme: 185 MB in 9 members.
 CIFAR10_LIMITS = ExtractLimits(members=16, member_bytes=32 << 20, total_bytes=192 << 20)
 
@@ -68,8 +70,14 @@ def data_root() -> Path:
     else:
         checkout = repository_root()
         root = checkout / "data" if checkout is not None else Path.home() / ".cache" / "feeding-the-gpu" / "data"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    try:
+        return make_dirs(root)
+    except OSError as error:
+        where = f"{DATA_DIR_ENV_VAR}={configured}" if configured else "the default data folder"
+        raise NotADirectoryError(
+            error.errno, f"{where}: cannot use {root} as the data folder ({error.strerror or error}); set "
+            f"{DATA_DIR_ENV_VAR} to a folder (it is created if missing)", str(root),
+        ) from error  # fmt: skip
 
 
 def offline_requested() -> bool:
@@ -214,7 +222,8 @@ def prepare_cifar10(
     if offline:
         return _standin("CIFAR-10", standin, write_cifar10_standin, f"{OFFLINE_ENV_VAR}=1")
     try:
-        archive = download(url, root / "cifar-10-binary.tar.gz", md5=md5, kind="gzip", progress=progress)
+        size = CIFAR10_BYTES if url == CIFAR10_URL else None
+        archive = download(url, root / "cifar-10-binary.tar.gz", md5=md5, kind="gzip", size=size, progress=progress)
     except ChecksumMismatchError as error:
         raise ChecksumMismatchError(f"{error} {_mismatch_advice(error, 'prepare_cifar10(md5=...)')}") from error
     except Exception as error:  # noqa: BLE001 (only network failures fall back; the rest re-raise)

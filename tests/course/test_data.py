@@ -16,8 +16,9 @@ import pytest
 
 from helpers.cifar import RECORD_BYTES, cifar10_class_names, load_cifar10
 from helpers.course import data
-from helpers.course.data import DatasetLayoutError, bsds300_split, prepare_bsds300, prepare_cifar10
-from helpers.download import ChecksumMismatchError
+from helpers.course.data import DATA_DIR_ENV_VAR, DatasetLayoutError, bsds300_split, data_root, prepare_bsds300
+from helpers.course.data import prepare_cifar10
+from helpers.download import ChecksumMismatchError, IncompleteDownloadError
 
 from ..conftest import jpeg_bytes, tar_bytes
 from ..test_cifar import NAMES, cifar_batch_bytes
@@ -145,3 +146,24 @@ def test_processes_preparing_the_same_data_folder_all_get_the_whole_data(http_se
     leftovers = [p.name for folder in (tmp_path / "shared", tmp_path / "offline" / "standin")
                  for p in folder.iterdir() if p.name.startswith(".")]  # fmt: skip
     assert leftovers == []
+
+
+def test_a_data_dir_that_is_a_file_is_named_with_what_to_do(tmp_path, monkeypatch):
+    (tmp_path / "data").write_text("not a folder")
+    for configured in (tmp_path / "data", tmp_path / "data" / "sub"):
+        monkeypatch.setenv(DATA_DIR_ENV_VAR, str(configured))
+        with pytest.raises(NotADirectoryError, match=rf"{DATA_DIR_ENV_VAR}=.*data: is a regular file, not a folder.*"
+                                                     rf"set {DATA_DIR_ENV_VAR} to a folder"):  # fmt: skip
+            data_root()
+
+
+def test_the_real_cifar10_download_passes_its_exact_size(tmp_path, monkeypatch):
+    asked = {}
+
+    def fake_download(url, dest, **kwargs):
+        asked.update(kwargs)
+        raise IncompleteDownloadError("offline in this test")
+
+    monkeypatch.setattr(data, "download", fake_download)
+    assert prepare_cifar10(tmp_path, offline=False, progress=False).is_standin
+    assert asked["size"] == data.CIFAR10_BYTES == 170_052_171

@@ -1,0 +1,219 @@
+"""Extracting tar archives that refuse unsafe members and archive bombs, checked header by header before `tarfile`
+trusts them, and published whole or not at all, safe when several processes extract into the same folder at once.
+
+Extraction goes through tarfile's `data` filter where this Python has it (3.10.12, 3.11.4, 3.12 and newer); on older
+releases (Debian 12's 3.11.2, for one) this module writes the members itself, with the same rules: every folder made
+here and checked not to be a link, every file created new without following links, no setuid/setgid/sticky bits, no
+ownership from the archive. Either way the raw headers are pre-scanned first (`tar_scan.py`), which also keeps
+tarfile's quadratic pax parser (CVE-2024-6232, fixed in 3.10.15, 3.11.10, 3.12.6, 3.13) off any large header.
+
+Copy with: tar_scan.py (the pre-scan, file kinds, limits), safe_open.py (regular files only) and atomic.py (the
+inter-process lock, staging folders published in one rename).
+"""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import os
+import shutil
+import stat
+import tarfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from .atomic import build_once
+from .safe_open import make_dirs, open_regular
+from .tar_scan import BadArchiveError, ExtractLimits, ScannedMember, UnsafeArchiveError, scan_tar
+
+__all__ = ["BadArchiveError", "ExtractLimits", "UnsafeArchiveError", "extract_into", "safe_extract"]
+
+MAX_DEPTH = 255  # folders in a member's path; deeper is no dataset (and tarfile's recursive makedirs would fail)
+_FILTER_ERRORS = (tarfile.FilterError,) if hasattr(tarfile, "FilterError") else ()
+_SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+
+
+def _check_member(member: tarfile.TarInfo, archive: Path) -> None:
+    name = member.name
+    absolute = name.startswith("/") or (os.name == "nt" and (PureWindowsPath(name).drive or name.startswith("\\")))
+    if absolute:
+        raise UnsafeArchiveError(f"{archive}: member {name!r} has an absolute path; refusing to extract anything")
+    if ".." in PurePosixPath(name).parts or (os.name == "nt" and ".." in PureWindowsPath(name).parts):
+        raise UnsafeArchiveError(f"{archive}: member {name!r} climbs out with '..'; refusing to extract anything")
+    if len(PurePosixPath(name).parts) > MAX_DEPTH:
+        raise UnsafeArchiveError(
+            f"{archive}: member {name[:60]!r}... is {len(PurePosixPath(name).parts)} folders deep, past {MAX_DEPTH}; "
+            "no dataset is, refusing to extract anything"
+        )
+    if member.issym() or member.islnk():
+        raise UnsafeArchiveError(
+            f"{archive}: member {name!r} is a link to {member.linkname!r}; refusing to extract anything"
+        )
+    if not (member.isfile() or member.isdir()):
+        raise UnsafeArchiveError(
+            f"{archive}: member {name!r} is a device, FIFO or other special file; refusing to extract anything"
+        )
+    if member.issparse():
+        raise UnsafeArchiveError(
+            f"{archive}: member {name!r} is a sparse file ({member.size} bytes once written out); datasets hold "
+            "none, refusing to extract anything"
+        )
+
+
+def _checked_members(tar: tarfile.TarFile, archive: Path, scanned: list[ScannedMember]) -> list[tarfile.TarInfo]:
+    """tarfile's members, each checked, and refused unless they are the ones the raw headers describe."""
+    members: list[tarfile.TarInfo] = []
+    for member in tar:
+        _check_member(member, archive)
+        members.append(member)
+    if [(m.size, m.offset_data) for m in members] != [(s.size, s.offset_data) for s in scanned]:
+        raise BadArchiveError(
+            f"{archive}: tarfile reads {len(members)} members where the raw headers describe {len(scanned)} (or other "
+            "sizes or places); the archive is damaged or crafted. Delete it and run again to download it afresh"
+        )
+    return members
+
+
+def _data_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """tarfile's `data` filter, and setuid, setgid and sticky bits removed in any case."""
+    member = tarfile.data_filter(member, dest)
+    if member.mode is not None:
+        member = member.replace(mode=member.mode & ~_SPECIAL_BITS, deep=False)
+    return member
+
+
+def _real_folder(dest: Path, relative: PurePosixPath, archive: Path) -> Path:
+    """`dest/relative`, each folder on the way made here or checked to be a folder that is not a link."""
+    folder = dest
+    for part in relative.parts:
+        folder = folder / part
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            if folder.is_symlink() or not folder.is_dir():
+                raise UnsafeArchiveError(
+                    f"{archive}: {folder} is already there and is a link or not a folder; refusing to write through it"
+                ) from None
+    return folder
+
+
+def _file_mode(mode: int) -> int:
+    """What the `data` filter keeps of a file's mode: owner read/write, no group/other write, exec only if owner's."""
+    mode = (mode & 0o755) | 0o600
+    return mode if mode & 0o100 else mode & ~0o111
+
+
+def _write_members(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path, archive: Path) -> None:
+    """Extract without tarfile's filters (a Python that lacks them), under the same rules."""
+    for member in members:
+        relative = PurePosixPath(member.name)
+        if member.isdir():
+            _real_folder(dest, relative, archive)
+            continue
+        target = _real_folder(dest, relative.parent, archive) / relative.name
+        if os.path.lexists(target):  # a later member of the same name replaces an earlier one, as tar does
+            if not stat.S_ISREG(os.lstat(target).st_mode):
+                raise UnsafeArchiveError(f"{archive}: {target} is already there and is not a plain file; refusing")
+            os.unlink(target)
+        source = tar.extractfile(member)
+        assert source is not None  # a regular file member always has data
+        with source, open_regular(target, "wb", exclusive=True, role="an extracted file") as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+        os.chmod(target, _file_mode(member.mode))
+        os.utime(target, (member.mtime, member.mtime))
+
+
+def _check_written(members: list[tarfile.TarInfo], dest: Path, archive: Path) -> list[Path]:
+    sizes = {m.name: m.size for m in members if m.isfile()}  # the last member of a name is the one on disk
+    for name, size in sizes.items():
+        got = os.lstat(dest / name).st_size
+        if got != size:
+            raise BadArchiveError(f"{archive}: {dest / name} was written with {got} of its {size} bytes; damaged")
+    return [dest / name for name in sizes]
+
+
+def safe_extract(
+    archive: str | os.PathLike, dest: str | os.PathLike, *, limits: ExtractLimits | None = None
+) -> list[Path]:
+    """Extract a tar archive into `dest` after checking every header, member and the `limits` (default: for_archive).
+
+    Refuses absolute paths, '..', links, devices, sparse files, negative sizes, oversized meta headers, archives past
+    the limits and damaged or truncated streams (read to their end, so a bad CRC shows) before writing anything,
+    then extracts through tarfile's `data` filter (which also stops writes through links already in `dest`), or
+    under the same rules by itself on a Python without that filter.
+    """
+    archive, dest = Path(archive), Path(dest)
+    limits = limits or ExtractLimits.for_archive(archive)
+    with open_regular(archive, role="an archive") as f:
+        scanned = scan_tar(f, limits, where=archive)
+        f.seek(0)
+        try:
+            with tarfile.open(fileobj=f) as tar:
+                members = _checked_members(tar, archive, scanned)  # all checked before anything is written
+                make_dirs(dest)
+                if hasattr(tarfile, "data_filter"):
+                    tar.extractall(dest, members=members, filter=_data_filter)
+                else:
+                    _write_members(tar, members, dest, archive)
+        except _FILTER_ERRORS as error:
+            raise UnsafeArchiveError(f"{archive}: {error}; refusing to extract the rest") from error
+        except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as error:
+            detail = " ".join(str(error).split())[:160]
+            raise BadArchiveError(
+                f"{archive}: not a readable tar archive (it is damaged; {type(error).__name__}: {detail}). Delete it "
+                "and run again to download it afresh"
+            ) from error
+    return _check_written(members, dest, archive)
+
+
+def _unpack_top(archive: Path, staging: Path, top: str, limits: ExtractLimits | None) -> None:
+    """Extract `archive` beside `staging` and move the contents of its folder `top` into `staging`.
+
+    The extraction folder is a sibling named after the private staging folder, so no member name can collide with
+    it, and a killed extraction leaves it where `remove_stale_staging` finds it.
+    """
+    unpacked = staging.with_name(staging.name + ".unpacked")
+    try:
+        safe_extract(archive, unpacked, limits=limits)
+        if not (unpacked / top).is_dir() or (unpacked / top).is_symlink():
+            raise BadArchiveError(f"{archive}: expected a top-level folder {top!r}; it is not there")
+        for child in (unpacked / top).iterdir():
+            os.replace(child, staging / child.name)
+    finally:
+        shutil.rmtree(unpacked, ignore_errors=True)
+
+
+def extract_into(
+    archive: str | os.PathLike,
+    parent: str | os.PathLike,
+    top: str,
+    *,
+    verify: Callable[[Path], None] | None = None,
+    limits: ExtractLimits | None = None,
+) -> Path:
+    """Safely extract `archive`, whose contents sit under folder `top`, to `parent/top`; return that folder.
+
+    `verify(folder)` raises when a folder is not complete: it is run on the private extraction before it is
+    published in one rename, and on an existing `parent/top` to decide whether it is already done. Nothing is
+    published unless every member was written whole. Processes extracting the same archive take turns; the later
+    ones find the finished folder and return it.
+    """
+    archive, target = Path(archive), Path(parent) / top
+
+    def complete(folder: Path) -> bool:
+        if not folder.is_dir():
+            return False
+        try:
+            (verify or (lambda _: None))(folder)
+        except Exception:  # noqa: BLE001 (any failure of the caller's check means: extract again)
+            return False
+        return True
+
+    def build(staging: Path) -> None:
+        _unpack_top(archive, staging, top, limits)
+        if verify is not None:
+            verify(staging)
+
+    build_once(target, build, is_complete=complete)
+    return target
