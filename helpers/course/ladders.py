@@ -182,7 +182,7 @@ def _row(turn: _Turn) -> dict[str, Any]:
         "samples_per_s": statistics.median(alone),
         "samples_per_s_range": (min(alone), max(alone)),
         "fed_samples_per_s": statistics.median([n / t for t, n in turn.probe.fed]),
-        "ideal_samples_per_s": statistics.median([n / t for t, n in turn.probe.ideal]),
+        "ideal_samples_per_s": statistics.median([n / t for t, n in turn.probe.premade]),
         "pipeline_efficiency": fed.pipeline_efficiency,
         "efficiency_range": fed.efficiency_range,
         "data_wait_ms": fed.data_wait_ms,
