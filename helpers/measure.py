@@ -247,6 +247,13 @@ class PipelineProbe:
         if callable(shutdown):
             shutdown()
 
+    def close(self) -> None:
+        """Stop the loader's workers and run its dataset's `cleanup()` where it has one (temporary files, say)."""
+        self.pause()
+        cleanup = getattr(getattr(self.source.loader, "dataset", None), "cleanup", None)
+        if callable(cleanup):
+            cleanup()
+
     def seconds_per_pair(self) -> float:
         """Time one fed and one pre-made step (a calibration), forget both, and return the seconds the pair took."""
         samples = self.batch_samples
