@@ -72,22 +72,28 @@ def ratio_with_range(
     return f"within the noise of this machine: measured {ratio_text(a / b)} (range {low:.2f}–{high:.2f}x){choice}"
 
 
-def efficiency_text(row: dict[str, Any]) -> str:
+def _efficiency(row: Any) -> tuple[float, float, float]:
+    """(median, low, high) of a ladder row's or a PipelineResult's pipeline efficiency."""
+    get = row.get if isinstance(row, dict) else lambda key: getattr(row, key, None)
+    median = get("pipeline_efficiency")
+    low, high = get("efficiency_range") or (median, median)
+    return median, low, high
+
+
+def efficiency_text(row: Any) -> str:
     """A rung's pipeline efficiency with its range, never above 1 as a number: a median above 1 reads '1.0 within the
     noise (measured 1.38, ...)'; a range whose top passes 1 says that part is noise; and it is as fast as pre-made
     batches within the noise only with a median of at least 0.95 (one lucky block alone does not make it so)."""
-    median = row["pipeline_efficiency"]
-    low, high = row.get("efficiency_range") or (median, median)
+    median, low, high = _efficiency(row)
     if median > 1:
         return f"1.0 within the noise (measured {median:.2f}, range {low:.2f}–{high:.2f})"
     text = f"{median:.2f} ({low:.2f}–{high:.2f}{'; above 1 only by noise' if high > 1 else ''})"
     return text + (", as fast as pre-made batches within the noise" if high >= 1.0 and median >= 0.95 else "")
 
 
-def efficiency_cell(row: dict[str, Any]) -> str:
+def efficiency_cell(row: Any) -> str:
     """A table cell for a pipeline efficiency: the same rule as efficiency_text, short."""
-    median = row["pipeline_efficiency"]
-    low, high = row.get("efficiency_range") or (median, median)
+    median, low, high = _efficiency(row)
     if median > 1:
         return f"1.0 within noise (measured {median:.2f}; {low:.2f}–{high:.2f})"
     return f"{median:.2f} ({low:.2f}–{high:.2f}{', >1 is noise' if high > 1 else ''})"
