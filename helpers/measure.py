@@ -237,6 +237,8 @@ class PipelineProbe:
 
     def pause(self) -> None:
         """Shut the loader's worker processes down until the next batch is drawn (a no-op without workers)."""
+        if not self.workers:
+            return
         iterator, self.source.iterator = self.source.iterator, None
         loader = self.source.loader
         # torch has no public call that stops persistent workers short of dropping the loader: release the
@@ -338,14 +340,19 @@ def measure_pipelines(
 ) -> dict[str, PipelineResult]:
     """Several (loader, step) pipelines measured side by side: every probe is built and warmed up, each sized so that
     its `blocks` fed + pre-made pairs take about its share of `budget_s`, then the blocks run round-robin, pipeline
-    after pipeline, so a burst of load on the machine hits all of them alike. Each result has its ranges."""
-    probes = {name: PipelineProbe(loader, step, device, warmup=warmup) for name, (loader, step) in pipelines.items()}
-    share_s = budget_s / len(probes) / blocks
-    sizes = {name: steps_in_budget(share_s, probe.seconds_per_pair()) for name, probe in probes.items()}
+    after pipeline, so a burst of load on the machine hits all of them alike; a pipeline's loader workers run only
+    during its own turn. Each result has its ranges."""
+    probes, sizes, share_s = {}, {}, budget_s / len(pipelines) / blocks
+    for name, (loader, step) in pipelines.items():  # each built, warmed up and sized, then its workers stopped
+        probes[name] = PipelineProbe(loader, step, device, warmup=warmup)
+        sizes[name] = steps_in_budget(share_s, probes[name].seconds_per_pair())
+        probes[name].pause()
     for _ in range(blocks):
-        for name, probe in probes.items():
+        for name, probe in probes.items():  # only the probe whose turn it is has live workers
+            probe.drain(None if probe.workers else 0)
             probe.fed_block(sizes[name])
             probe.premade_block(sizes[name])
+            probe.pause()
     return {name: probe.result() for name, probe in probes.items()}
 
 

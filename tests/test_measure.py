@@ -206,3 +206,20 @@ def test_pause_stops_the_workers_and_the_next_draw_restarts_them():
     probe.drain()
     assert len(workers()) == 1 and probe.fed_block(2) > 0
     probe.pause()
+
+
+def test_pipelines_side_by_side_keep_only_the_current_pipelines_workers_alive():
+    import psutil
+    from torch.utils.data import DataLoader, TensorDataset
+
+    seen = []
+
+    def loader():
+        return DataLoader(TensorDataset(torch.zeros(64, 3), torch.zeros(64, 1)), batch_size=4, num_workers=1,
+                          persistent_workers=True)  # fmt: skip
+
+    def step(batch):
+        seen.append(len([c for c in psutil.Process().children() if c.status() != psutil.STATUS_ZOMBIE]))
+
+    measure_pipelines({"a": (loader(), step), "b": (loader(), step)}, torch.device("cpu"), budget_s=0.2, blocks=2)
+    assert max(seen) == 1  # warm-up, calibration and blocks: one pipeline's worker, never both

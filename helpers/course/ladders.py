@@ -216,7 +216,7 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
         "premade_samples_per_s": premade, "premade_samples_per_s_range": premade_range,
         "pipeline_efficiency": fed.pipeline_efficiency, "efficiency_range": fed.efficiency_range,
         "data_wait_ms": fed.data_wait_ms, "compute_ms": fed.compute_ms, "premade_step_ms": fed.premade_step_ms,
-        "rounds": len(probe.alone), "steps_per_turn": turn.steps, "peak_device_mib": fed.peak_device_mib,
+        "rounds": len(probe.rates("alone")), "steps_per_turn": turn.steps, "peak_device_mib": fed.peak_device_mib,
         "load": fed.load.as_dict() if fed.load else None, "load_note": fed.load.note() if busy else "",
         "doctor": diagnose_pipeline(fed, num_workers=turn.rung.workers, cpu_cores=cores).splitlines()[0],
     }  # fmt: skip
