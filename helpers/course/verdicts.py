@@ -30,13 +30,29 @@ def memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_input_ratio: float
     )
 
 
-def decode_verdict(crop_ms: float, full_ms: float, held: tuple[int, int], size: tuple[int, int]) -> str:
-    """02: whether cropping saved decoding time and memory, from a crop's time against a full decode's."""
+def _times(values: float | Sequence[float]) -> tuple[float, tuple[float, float] | None]:
+    """A median and its range from repeated timings (a single number has no range)."""
+    if isinstance(values, (int, float)):
+        return float(values), None
+    return statistics.median(values), (min(values), max(values))
+
+
+def decode_verdict(
+    crop_ms: float | Sequence[float], full_ms: float | Sequence[float], held: tuple[int, int], size: tuple[int, int]
+) -> str:
+    """02: whether cropping saved decoding time and memory, from a crop's time against a full decode's (given the
+    repeated timings, each with its range, and overlapping ranges named as noise)."""
     whole = "the whole decoded image" if held == size else f"{held[0]}x{held[1]} pixels"
-    verdict = (
-        "cropping saved no decoding time" if crop_ms >= 0.7 * full_ms else f"cropping took {crop_ms / full_ms:.0%} of a full decode"
-    )
-    return f"A 32-px crop took {crop_ms:.2f} ms against {full_ms:.2f} ms for a full decode ({verdict}); afterwards PIL held {whole}."
+    (crop, crop_range), (full, full_range) = _times(crop_ms), _times(full_ms)
+    if crop_range is not None and full_range is not None:
+        ratio = ratio_with_range(crop, crop_range, full, full_range, pick=("the crop", "the full decode"),
+                                 lower_is_better=True)  # fmt: skip
+        verdict = f"the crop against the full decode: {ratio}" + (
+            "; cropping saved no decoding time" if crop >= 0.7 * full else "")
+    else:
+        verdict = "cropping saved no decoding time" if crop >= 0.7 * full else f"cropping took {crop / full:.0%} of a full decode"
+    return (f"A 32-px crop took {_span(crop, crop_range, 2)} ms against {_span(full, full_range, 2)} ms for a full "
+            f"decode ({verdict}); afterwards PIL held {whole}.")
 
 
 def _ranges_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -123,14 +139,14 @@ def _ceiling_noise(rows: Sequence[dict[str, Any]]) -> tuple[list[str], set[int]]
     lines, left_out = [], set()
     for ceiling in (r for r in rows if r.get("bounds")):
         bounded = by_role(rows, ceiling["bounds"])
-        slower = [what for key, what in (("loader_samples_per_s", "alone"), ("fed_samples_per_s", "end to end"))
+        slower = [f"{what} {ceiling[key]:.0f} against {bounded[key]:.0f} samples/s"
+                  for key, what in (("loader_samples_per_s", "loader alone"), ("fed_samples_per_s", "end to end"))
                   if ceiling[key] < bounded[key]]  # fmt: skip
         if slower:
             left_out.add(id(ceiling))
             lines.append(
                 f"The ceiling '{ceiling['name']}' measured slower than '{bounded['name']}', which it bounds "
-                f"({' and '.join(slower)}: {ceiling['fed_samples_per_s']:.0f} against {bounded['fed_samples_per_s']:.0f} "
-                "samples/s end to end): that difference is this machine's noise, not a ranking."
+                f"({'; '.join(slower)}): that difference is this machine's noise, not a ranking."
             )
     return lines, left_out
 
@@ -200,12 +216,19 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
     return text
 
 
-def layout_verdict(*, rgb_ms: float, word_ms: float) -> str:
-    """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words."""
+def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence[float]) -> str:
+    """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words (given the
+    repeated timings, with their ranges and overlapping ranges named as noise)."""
+    (rgb, rgb_range), (word, word_range) = _times(rgb_ms), _times(word_ms)
+    if rgb_range is not None and word_range is not None:
+        ratio = ratio_with_range(rgb, rgb_range, word, word_range, pick=("3-byte pixels", "32-bit words"),
+                                 lower_is_better=True)  # fmt: skip
+    else:
+        ratio = ratio_text(rgb / word)
     return (
-        f"Flipping and turning 16 crops into one batch took {rgb_ms:.2f} ms as 3-byte pixels and {word_ms:.2f} ms as "
-        f"32-bit words: the 3-byte layout took {ratio_text(rgb_ms / word_ms)} the time of the word layout, which "
-        "uses 4/3 of the memory."
+        f"Flipping and turning 16 crops into one batch took {_span(rgb, rgb_range, 2)} ms as 3-byte pixels and "
+        f"{_span(word, word_range, 2)} ms as 32-bit words: the 3-byte layout took {ratio} the time of the word "
+        "layout, which uses 4/3 of the memory."
     )
 
 
