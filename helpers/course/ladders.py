@@ -36,7 +36,7 @@ from .baselines import (
 from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
 from .profiles import Profile, resolve_profile
 from .results import provenance
-from .verdicts import by_role, efficiency_cell  # noqa: F401 (by_role: ladders are read by role)
+from .verdicts import busy_summary, by_role, efficiency_cell  # noqa: F401 (by_role: ladders are read by role)
 
 
 # --- memory ---------------------------------------------------------------------------------------------------------
@@ -241,7 +241,8 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
     notes = sorted({r["model_note"] for r in rows if r["model_note"]})
     lines += [f"\n† {note}" for note in notes]
     lines.append(f"\nmedians over {rows[0]['rounds']} interleaved rounds (range in brackets)")
-    lines += [f"'{r['name']}': {r['load_note']}" for r in rows if r.get("load_note")]
+    busy = busy_summary(rows)
+    lines += [f"measured on a busy machine: {busy}"] if busy else []
     return "\n".join(lines)
 
 
@@ -300,7 +301,7 @@ def sr_ladder(
         Rung("naive: pre-upscaled float tensors in memory", naive_memory, upscaled_input_model, model_note=hr_model,
              role="in memory"),
         Rung("lazy crop, num_workers=0", lazy_plain, lr_input_model, role="lazy crop"),
-        Rung(f"lazy crop, {workers} workers, prefetch 4, persistent", lazy_tuned, lr_input_model, workers,
+        Rung(f"lazy crop, {workers} worker{'s' * (workers != 1)}, prefetch 4, persistent", lazy_tuned, lr_input_model, workers,
              role="lazy crop, workers"),
         Rung("decoded uint8 cache, batch crops (uint8 out: the step makes it float)", cached, lr_input_model,
              role="decoded cache"),
@@ -367,10 +368,10 @@ def cifar_ladder(
 
     capped = " (the post's 4, capped at the cores here)" if seed_workers < 4 else ""
     return [
-        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers{capped}, "
+        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} worker{'s' * (seed_workers != 1)}{capped}, "
              f"batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, role="seed post",
              model_note="the same network on 224-px crops: (224/32)^2 = 49x the pixels of a 32-px image"),
-        Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} workers",
+        Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} worker{'s' * (seed_workers != 1)}",
              native_pil, model, seed_workers, classification_train_step, role="native size"),
         Rung("whole dataset as uint8 on the device + kornia batch augmentation (crop, flip, jitter, grayscale)",
              on_device(True), model, 0, classification_train_step, role="device"),

@@ -79,6 +79,8 @@ def ratio_with_range(
     """a against b as a ratio with its range (lowest over highest to highest over lowest); when the two ranges overlap
     it says so: 'within the noise of this machine', and, given `pick` (a's name, b's name), the one it would pick."""
     low, high = a_range[0] / b_range[1], a_range[1] / b_range[0]
+    if a_range[0] == a_range[1] and b_range[0] == b_range[1]:
+        return f"{ratio_text(a / b)} (one measurement each: no range, so no noise to judge it by)"
     text = f"{ratio_text(a / b)} (range {low:.2f}–{high:.2f}x)"
     if not _ranges_overlap(a_range, b_range):
         return text
@@ -115,10 +117,24 @@ def efficiency_cell(row: Any) -> str:
     return f"{median:.2f} ({low:.2f}–{high:.2f}{', >1 is noise' if high > 1 else ''})"
 
 
+def busy_summary(rows: Sequence[dict[str, Any]]) -> str:
+    """'other processes used 1.1–1.7 of 2 cores during the measurements of every rung' for the rows measured while
+    the machine was busy (their `load_note`), or an empty string when none was."""
+    busy = [r for r in rows if r.get("load_note")]
+    if not busy:
+        return ""
+    if not all(r.get("load") for r in busy):
+        return "; ".join(f"'{r['name']}': {r['load_note']}" for r in busy)
+    others = [r["load"]["other_cores"] for r in busy]
+    used = f"{min(others):.1f}–{max(others):.1f}" if max(others) - min(others) >= 0.05 else f"{max(others):.1f}"
+    which = "every rung" if len(busy) == len(rows) else ", ".join(f"'{r['name']}'" for r in busy)
+    return f"other processes used {used} of {busy[0]['load']['cores']} cores during the measurements of {which}"
+
+
 def load_text(rows: Sequence[dict[str, Any]]) -> str:
-    """A sentence for every rung measured while other processes kept the machine busy (empty when none was)."""
-    busy = [f"'{r['name']}': {r['load_note']}" for r in rows if r.get("load_note")]
-    return f" Measured on a busy machine ({'; '.join(busy)}): these numbers include that load." if busy else ""
+    """A sentence for the rungs measured while other processes kept the machine busy (empty when none was)."""
+    summary = busy_summary(rows)
+    return f" Measured on a busy machine ({summary}): these numbers include that load." if summary else ""
 
 
 def by_role(rows: Sequence[dict[str, Any]], role: str) -> dict[str, Any]:

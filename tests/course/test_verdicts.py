@@ -134,11 +134,17 @@ def test_a_busy_block_says_so_in_the_verdict_and_the_table():
     for row in rows:
         row["loader_vs_first"], row["data_wait_ms"], row["compute_ms"], row["premade_step_ms"] = 1.0, 1.0, 2.0, 2.0
         row["rounds"] = 3
-    assert "Measured on a busy machine ('kornia': other processes used 0.8 of 2 cores" in verdicts.ladder_verdict(
-        rows, first="native size")
+    rows[2]["load"] = {"other_cores": 0.8, "cores": 2, "busy": True}
+    assert "Measured on a busy machine (other processes used 0.8 of 2 cores during the measurements of 'kornia')" \
+        in verdicts.ladder_verdict(rows, first="native size")
     table = ladder_table(rows)
-    assert "'kornia': other processes used 0.8 of 2 cores during this measurement" in table
-    assert "'post': other processes" not in table
+    assert "measured on a busy machine: other processes used 0.8 of 2 cores during the measurements of 'kornia'" \
+        in table and "'post'" not in table.split("busy machine")[1]
+    for row in rows:
+        row["load_note"], row["load"] = "busy", {"other_cores": row["pipeline_efficiency"], "cores": 2, "busy": True}
+    assert "other processes used 0.4–1.0 of 2 cores during the measurements of every rung" in ladder_table(rows)
+    quiet = [dict(row, load_note="") for row in rows]
+    assert "busy" not in ladder_table(quiet) and "busy" not in verdicts.ladder_verdict(quiet, first="native size")
 
 
 def test_augmentation_claim_verdict_compares_like_for_like_first_and_says_no_gpu_was_measured():
@@ -252,3 +258,8 @@ def test_decode_and_layout_verdicts_give_repeated_timings_their_ranges():
     layout = verdicts.layout_verdict(rgb_ms=[2.0, 2.2, 1.8], word_ms=[1.0, 1.1, 0.9])
     assert "2.00 (1.80–2.20) ms as 3-byte pixels" in layout and "2.0x (range 1.64–2.44x)" in layout
     assert "cropping took 25% of a full decode" in verdicts.decode_verdict(1.0, 4.0, (1, 1), (2, 2))
+
+
+def test_a_single_measurement_on_each_side_says_it_has_no_range():
+    text = verdicts.ratio_with_range(4.15, (4.15, 4.15), 1.0, (1.0, 1.0), pick=("a", "b"))
+    assert text == "4.2x (one measurement each: no range, so no noise to judge it by)"
