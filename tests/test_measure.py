@@ -57,7 +57,7 @@ def test_pipelines_measured_side_by_side_keep_their_names_ranges_and_data_wait()
     slow, ready = results["slow"], results["ready"]
     assert list(results) == ["slow", "ready"]
     assert slow.data_wait_ms >= 15 and ready.data_wait_ms < 5  # the 20 ms delay shows up only where it is
-    low, high = slow.samples_per_s_range
+    low, high = slow.fed_samples_per_s_range
     assert low <= high and slow.efficiency_range is not None and slow.pipeline_efficiency < 0.5
 
 

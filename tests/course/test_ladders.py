@@ -106,3 +106,23 @@ def test_the_sr_ladder_keeps_its_workers_within_the_cpu_budget(tmp_path):
     rungs = sr_ladder(_photos(tmp_path), device=torch.device("cpu"), batch_size=2, hr_crop=32, workers=64)
     assert all(r.workers + max(1, usable_cpu_count() - r.workers) <= max(2, usable_cpu_count()) for r in rungs)
     assert [r.role for r in rungs] == ["seed post", "in memory", "lazy crop", "lazy crop, workers", "decoded cache"]
+
+
+def test_the_notebooks_build_their_ladders_through_the_benchs_path():
+    # one construction path: a notebook that assembled its own rungs could drift from python -m helpers.bench
+    import inspect
+    from pathlib import Path
+
+    import nbformat
+
+    from helpers.course import ladders
+
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
+    for pattern, path in (("measure_sr_ladder(", "sr"), ("measure_cifar_ladder(", "cifar")):
+        assert pattern in inspect.getsource(getattr(ladders, f"_{path}_command"))
+        users = [p.name for p in sorted(notebooks.glob("*.ipynb"))
+                 if pattern in "\n".join(c.source for c in nbformat.read(p, 4).cells if c.cell_type == "code")]  # fmt: skip
+        assert users, f"no notebook runs {pattern}"
+    for p in sorted(notebooks.glob("*.ipynb")):
+        code = "\n".join(c.source for c in nbformat.read(p, 4).cells if c.cell_type == "code")
+        assert "run_ladder(" not in code, f"{p.name} runs a ladder of its own making: use measure_*_ladder"
