@@ -22,12 +22,27 @@ import torch
 BUSY_CORES = 0.25  # other processes using at least this many cores during a block: the block was measured busy
 
 
-def machine_cpu_seconds() -> float:
-    """CPU seconds every core of the machine has spent busy since boot (all processes; idle and I/O wait excluded)."""
-    times = psutil.cpu_times()
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity where the system has one, else every CPU)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(psutil.cpu_count() or 1))
+
+
+def _busy(times: object) -> float:
     # Linux counts guest time inside user time as well: subtract it so it is not counted twice.
     idle = sum(getattr(times, name, 0.0) for name in ("idle", "iowait", "guest", "guest_nice"))
-    return sum(times) - idle
+    return sum(times) - idle  # type: ignore[call-overload]
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds the CPUs this process may run on have spent busy since boot (all processes; idle and I/O wait
+    excluded). Limited to those CPUs: in a container or under taskset, load elsewhere on the host takes none of ours."""
+    per_cpu, cpus = psutil.cpu_times(percpu=True), usable_cpus()
+    if len(cpus) == len(per_cpu) or max(cpus) >= len(per_cpu):  # all of them, or numbering we cannot map
+        return _busy(psutil.cpu_times())
+    return sum(_busy(per_cpu[cpu]) for cpu in cpus)
 
 
 def tree_cpu_seconds(process: psutil.Process | None = None) -> float:
@@ -100,7 +115,7 @@ class LoadMeter:
         cores: int | None = None,
     ) -> None:
         self.machine, self.tree, self.wall, self.loadavg = machine, tree, wall, loadavg
-        self.cores = cores or psutil.cpu_count() or 1
+        self.cores = cores or len(usable_cpus())
         self.readings: list[LoadReading] = []
         self._started: tuple[float, float, float] | None = None
 

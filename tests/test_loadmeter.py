@@ -88,3 +88,18 @@ def test_intra_op_threads_are_restored_even_when_the_block_raises():
     with pytest.raises(ValueError), intra_op_threads(1):
         raise ValueError
     assert torch.get_num_threads() == before
+
+
+def test_the_machine_reading_counts_only_the_cpus_this_process_may_use(monkeypatch):
+    from collections import namedtuple
+
+    import helpers.loadmeter as loadmeter
+
+    Times = namedtuple("Times", "user system idle iowait")
+    per_cpu = [Times(10.0, 5.0, 100.0, 1.0), Times(1.0, 1.0, 100.0, 0.0), Times(7.0, 0.0, 100.0, 0.0)]
+    total = Times(18.0, 6.0, 300.0, 1.0)
+    monkeypatch.setattr(loadmeter.psutil, "cpu_times", lambda percpu=False: per_cpu if percpu else total)
+    monkeypatch.setattr(loadmeter, "usable_cpus", lambda: [0, 2])
+    assert machine_cpu_seconds() == 15.0 + 7.0  # CPU 1 is outside this process's affinity
+    monkeypatch.setattr(loadmeter, "usable_cpus", lambda: [0, 1, 2])
+    assert machine_cpu_seconds() == 24.0 and LoadMeter().cores == 3
