@@ -93,7 +93,10 @@ def time_batches(
 def seconds_per_call(
     fn: Callable[[], Any], *, calls: int = 3, warmup: int = 1, device: torch.device | None = None
 ) -> float:
-    """Median wall seconds of `fn()` over `calls` timed calls after `warmup` untimed ones (queued device work included)."""
+    """Median wall seconds of `fn()` over `calls` timed calls after `warmup` untimed ones (queued device work included:
+    `device`, by default the current CUDA device once CUDA is in use, is synchronised before and after each call)."""
+    if device is None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        device = torch.device("cuda", torch.cuda.current_device())
     for _ in range(warmup):
         fn()
     times = []
