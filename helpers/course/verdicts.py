@@ -80,7 +80,7 @@ def ratio_with_range(
     it says so: 'within the noise of this machine', and, given `pick` (a's name, b's name), the one it would pick."""
     low, high = a_range[0] / b_range[1], a_range[1] / b_range[0]
     if a_range[0] == a_range[1] and b_range[0] == b_range[1]:
-        return f"{ratio_text(a / b)} (one measurement each: no range, so no noise to judge it by)"
+        return f"{ratio_text(a / b)} (one measurement each: no range)"
     text = f"{ratio_text(a / b)} (range {low:.2f}–{high:.2f}x)"
     if not _ranges_overlap(a_range, b_range):
         return text

@@ -262,4 +262,4 @@ def test_decode_and_layout_verdicts_give_repeated_timings_their_ranges():
 
 def test_a_single_measurement_on_each_side_says_it_has_no_range():
     text = verdicts.ratio_with_range(4.15, (4.15, 4.15), 1.0, (1.0, 1.0), pick=("a", "b"))
-    assert text == "4.2x (one measurement each: no range, so no noise to judge it by)"
+    assert text == "4.2x (one measurement each: no range)"
