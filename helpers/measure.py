@@ -279,7 +279,7 @@ class PipelineProbe:
         if not self.fed or len(self.fed) != len(self.premade):
             raise ValueError("record as many fed blocks as pre-made ones (at least one of each) before result()")
         fed_rates, premade_rates = self.rates("fed"), self.rates("premade")
-        ratios = [f / p for f, p in zip(fed_rates, premade_rates)]
+        ratios = [f / p for f, p in zip(fed_rates, premade_rates, strict=True)]
         waits = [1000 * statistics.median(block) for block in self.waits]
         computes = [1000 * statistics.median(block) for block in self.computes]
         peak_device = peak_device_memory_bytes(self.device)

@@ -47,7 +47,7 @@ def test_readings_combine_weighted_by_their_seconds():
 def test_a_busy_child_counts_as_this_tree_and_an_unrelated_busy_process_as_other():
     # direction, not speed: on a loaded machine the spinning processes get what CPU they get, and we compare with that
     before_children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    tree0, machine0 = tree_cpu_seconds(), machine_cpu_seconds()
+    tree0 = tree_cpu_seconds()
     subprocess.run([sys.executable, "-c", SPIN.format(s=0.8)], check=True)  # a child: reaped into this tree
     after_children = resource.getrusage(resource.RUSAGE_CHILDREN)
     child_cpu = (after_children.ru_utime + after_children.ru_stime) - (before_children.ru_utime + before_children.ru_stime)
