@@ -116,7 +116,7 @@ class Rung:
     workers: int = 0
     make_step: Callable[[nn.Module], Callable[[Any], Any]] = sr_train_step
     model_note: str = ""  # set when this rung's model differs from the others' (its fed rate is not like for like)
-    prefetched: int | None = None  # batches drained untimed at each turn's start (None: what its workers hold ready)
+    prefetched: int | None = None  # batches drained untimed at each turn's start (None or 0: what its workers hold)
     role: str = ""
     bounds: str = ""
 
@@ -141,7 +141,7 @@ def _build(rung: Rung, device: torch.device, turn_s: float, cores: int) -> _Turn
     with intra_op_threads(threads):
         probe = PipelineProbe(rung.build(), rung.make_step(rung.model().to(device)), device, premade=2,
                               warmup=max(1, rung.workers))  # fmt: skip
-        probe.drain(rung.prefetched)  # batches its workers made ahead would make the loader look instant
+        probe.drain(rung.prefetched or None)  # batches its workers made ahead would make the loader look instant
         seconds_per_batch = 2 / probe.loader_block(2) * probe.batch_samples
         probe.forget(loader=True)
         turn = _Turn(rung, probe, steps_in_budget(turn_s / 3, seconds_per_batch, maximum=200),
@@ -154,7 +154,7 @@ def _take_turn(turn: _Turn) -> None:
     """One turn: the rung's workers restarted untimed, its blocks timed with its thread budget, its workers stopped,
     so that no other rung's worker processes share the cores while a turn is timed."""
     with intra_op_threads(turn.threads):
-        turn.probe.drain(turn.rung.prefetched)
+        turn.probe.drain(turn.rung.prefetched or None)  # 0 (the old default) too: restarted workers need a draw
         turn.probe.loader_block(turn.loader_batches)
         turn.probe.fed_block(turn.steps)
         turn.probe.premade_block(turn.steps)
