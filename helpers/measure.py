@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -55,7 +55,8 @@ class _Restarting:
     """An endless iterator over a loader: starts a new epoch when one ends."""
 
     def __init__(self, loader: Iterable) -> None:
-        self.loader, self.iterator = loader, iter(loader)  # type: Iterable, Any
+        self.loader = loader
+        self.iterator: Iterator[Any] | None = iter(loader)  # None while paused (PipelineProbe.pause)
 
     def __next__(self) -> Any:
         if self.iterator is None:  # paused: start the loader (and its workers) again
