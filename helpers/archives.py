@@ -9,6 +9,7 @@ tarfile's quadratic pax parser (CVE-2024-6232, fixed in 3.10.15, 3.11.10, 3.12.6
 
 Copy with: tar_scan.py (the pre-scan, file kinds, limits), safe_open.py (regular files only) and atomic.py (the
 inter-process lock, staging folders published in one rename).
+Needs: the standard library only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Choosing a batch size from measured memory: one training step measured at a small batch, scaled to the memory
 free on the device (a CUDA GPU's free bytes, or a CPU machine's available RAM), halved on a CUDA out-of-memory error.
 
-Copy with: measure.py (resident and free memory probes).
+Copy with: memory.py (resident and free memory probes).
 Needs: torch.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .measure import current_rss_bytes, free_memory_bytes, peak_rss_bytes, reset_peak_rss
+from .memory import current_rss_bytes, free_memory_bytes, peak_rss_bytes, reset_peak_rss
 
 
 def _step_bytes(run_step: Callable[[int], Any], batch: int, device: torch.device) -> int:

@@ -1,8 +1,9 @@
 """Loading batches: a DataLoader with per-worker and per-rank seeding and its knobs exposed, a sweep over those knobs,
 and a whole dataset held on the device as uint8 (no DataLoader at all).
 
-Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep).
-Needs: numpy, torch; optional: tqdm (sweep_loader_settings's progress bar).
+Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep) with loadmeter.py, memory.py and
+pipeline_result.py.
+Needs: numpy, psutil, torch; optional: tqdm (sweep_loader_settings's progress bar).
 """
 
 from __future__ import annotations

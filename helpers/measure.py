@@ -1,27 +1,48 @@
 """Measuring an input pipeline: loader throughput, data-wait against compute, pipeline efficiency, peak memory, and
 the pipeline doctor that turns those numbers into a verdict and what to try next.
 
-Copy alone.
-Needs: torch.
+Every timed block starts after a device synchronisation (work queued before it is not its work) and ends with one
+after the last device operation it times, before the clock stops: on CUDA, work is queued and a host timer without a
+synchronisation measures how fast kernels were queued. The clock and the synchronisation are module attributes
+(`clock`, `synchronize`) so that a test can record the order of the calls. Each block also reads the load meter.
+
+Copy with: loadmeter.py, memory.py, pipeline_result.py.
+Needs: psutil, torch.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
-try:
-    import resource
-except ImportError:  # not on Windows
-    resource = None  # type: ignore[assignment]
+from .loadmeter import LoadMeter
+from .memory import (  # noqa: F401 (re-exported: the memory readings lived here before they had their own module)
+    current_rss_bytes, free_memory_bytes, peak_device_memory_bytes, peak_rss_bytes, reset_peak_device_memory,
+    reset_peak_rss,
+)  # fmt: skip
+from .pipeline_result import PipelineResult  # noqa: F401 (re-exported: what PipelineProbe.result() returns)
 
 
 # --- timing ---
+
+clock = time.perf_counter  # the host clock every timed block reads (a module attribute: tests record its calls)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for queued device work, so host timers measure it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_of(batch: Any) -> torch.device:
+    """The device of a batch's first tensor (the CPU when it holds none)."""
+    while isinstance(batch, (list, tuple)) and batch:
+        batch = batch[0]
+    return batch.device if isinstance(batch, torch.Tensor) else torch.device("cpu")
 
 
 def count_samples(batch: Any) -> int:
@@ -35,9 +56,12 @@ class _Restarting:
     """An endless iterator over a loader: starts a new epoch when one ends."""
 
     def __init__(self, loader: Iterable) -> None:
-        self.loader, self.iterator = loader, iter(loader)
+        self.loader = loader
+        self.iterator: Iterator[Any] | None = iter(loader)  # None while paused (PipelineProbe.pause)
 
     def __next__(self) -> Any:
+        if self.iterator is None:  # paused: start the loader (and its workers) again
+            self.iterator = iter(self.loader)
         try:
             return next(self.iterator)
         except StopIteration:
@@ -45,34 +69,47 @@ class _Restarting:
             return next(self.iterator)
 
 
-def time_batches(loader: Iterable, batches: int, *, warmup: int = 1) -> dict[str, float]:
-    """Iterate `warmup` then `batches` batches (restarting the loader as needed); return samples/s and seconds."""
+def time_batches(
+    loader: Iterable, batches: int, *, warmup: int = 1, device: torch.device | None = None
+) -> dict[str, Any]:
+    """Iterate `warmup` then `batches` batches (restarting the loader as needed); return samples/s, seconds and the
+    load meter's reading. The clock stops after synchronising `device` (default: the device the batches are on)."""
     source = _Restarting(loader)
+    batch = None
     for _ in range(warmup):
-        next(source)
-    samples = 0
-    start = time.perf_counter()
+        batch = next(source)
+    if batch is not None:
+        synchronize(device or device_of(batch))
+    meter = LoadMeter()
+    meter.start()
+    samples, start = 0, clock()
     for _ in range(batches):
-        samples += count_samples(next(source))
-    seconds = time.perf_counter() - start
-    return {"samples_per_s": samples / seconds, "seconds": seconds, "samples": samples}
+        batch = next(source)
+        samples += count_samples(batch)
+    synchronize(device or device_of(batch))  # an on-device loader's batches are made when its kernels have run
+    seconds = clock() - start
+    load = meter.stop()
+    return {"samples_per_s": samples / seconds, "seconds": seconds, "samples": samples, "load": load.as_dict()}
 
 
 def seconds_per_call(
     fn: Callable[[], Any], *, calls: int = 3, warmup: int = 1, device: torch.device | None = None
 ) -> float:
-    """Median wall seconds of `fn()` over `calls` timed calls after `warmup` untimed ones (queued device work included)."""
+    """Median wall seconds of `fn()` over `calls` timed calls after `warmup` untimed ones (queued device work included:
+    `device`, by default the current CUDA device once CUDA is in use, is synchronised before and after each call)."""
+    if device is None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        device = torch.device("cuda", torch.cuda.current_device())
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(calls):
         if device is not None:
             synchronize(device)
-        start = time.perf_counter()
+        start = clock()
         fn()
         if device is not None:
             synchronize(device)
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times)
 
 
@@ -80,70 +117,6 @@ def steps_in_budget(budget_s: float, seconds_per_step: float, *, minimum: int = 
     """How many steps of `seconds_per_step` fit in `budget_s`, at least `minimum` and at most `maximum`."""
     steps = max(minimum, int(budget_s / max(seconds_per_step, 1e-9)))
     return steps if maximum is None else min(steps, maximum)
-
-
-# --- memory ---
-
-
-def reset_peak_rss() -> bool:
-    """Reset this process's peak resident set size (Linux: /proc/self/clear_refs); False where unsupported."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _proc_bytes(path: str, key: str) -> int | None:
-    """The `key:` line of a Linux /proc file that counts kB (VmRSS, MemAvailable, ...), in bytes; None where absent."""
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.startswith(f"{key}:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def peak_rss_bytes() -> int | None:
-    """This process's peak resident set size since start or the last reset, in bytes (None where unknown)."""
-    peak = _proc_bytes("/proc/self/status", "VmHWM")
-    if peak is not None:
-        return peak
-    if resource is None:
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-
-
-def reset_peak_device_memory(device: torch.device) -> None:
-    """Reset CUDA's peak-allocation counter (a no-op on CPU)."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-
-
-def peak_device_memory_bytes(device: torch.device) -> int | None:
-    """Peak bytes allocated on a CUDA device since the last reset (None on CPU)."""
-    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued device work, so host timers measure it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def current_rss_bytes() -> int | None:
-    """This process's resident set size now, in bytes (None where unknown)."""
-    return _proc_bytes("/proc/self/status", "VmRSS")
-
-
-def free_memory_bytes(device: torch.device) -> int | None:
-    """Memory free for new tensors: the CUDA device's free bytes, or the machine's available RAM (Linux) on a CPU."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    return _proc_bytes("/proc/meminfo", "MemAvailable")
 
 
 # --- a loader alone ---
@@ -167,26 +140,8 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return type(batch)(to_device(item, device) for item in batch)
 
 
-@dataclass
-class PipelineResult:
-    """A loader feeding a model, against the same model on pre-made device batches, measured interleaved."""
-
-    samples_per_s: float  # fed: the loader feeding the step, end to end
-    ideal_samples_per_s: float  # the same step on batches already on the device: what a perfect loader would give
-    pipeline_efficiency: float  # median over block pairs of fed / pre-made throughput (1.0: the model never waits)
-    data_wait_ms: float  # median per fed step: getting the next batch onto the device
-    compute_ms: float  # median per fed step: the step itself
-    steps: int
-    peak_rss_mib: float
-    peak_device_mib: float | None
-    efficiency_range: tuple[float, float] | None = None  # lowest and highest block-pair ratio: the spread
-    samples_per_s_range: tuple[float, float] | None = None  # lowest and highest fed block's samples/s
-    premade_step_ms: float | None = None  # median over pre-made blocks of their time per step: the step undisturbed
-
-    @property
-    def data_wait_fraction(self) -> float:
-        """Share of a fed step spent waiting for data."""
-        return self.data_wait_ms / max(self.data_wait_ms + self.compute_ms, 1e-12)
+def _spread(values: list[float]) -> tuple[float, float]:
+    return min(values), max(values)
 
 
 class PipelineProbe:
@@ -194,7 +149,8 @@ class PipelineProbe:
     alone, steps fed by the loader (each split into data-wait and compute), and steps on pre-made device batches.
 
     Interleaving fed and pre-made blocks (and, across several probes, rungs) means a burst of load on the machine
-    hits every variant alike instead of deciding one ratio.
+    hits every variant alike instead of deciding one ratio. `pause()` stops the loader's worker processes between
+    turns, so that another probe's turn does not share the cores with them; `drain()` restarts them untimed.
     """
 
     def __init__(
@@ -207,79 +163,144 @@ class PipelineProbe:
             step(to_device(next(self.source), self.device))
             step(self.batches[i % premade])
         synchronize(self.device)
-        self.waits: list[float] = []
-        self.computes: list[float] = []
+        self.meter = LoadMeter()
         self.alone: list[tuple[float, int]] = []  # (seconds, samples) per block of each kind
         self.fed: list[tuple[float, int]] = []
-        self.ideal: list[tuple[float, int]] = []
-        self.premade_steps: list[float] = []  # seconds per step of each pre-made block
+        self.premade: list[tuple[float, int]] = []
+        self.waits: list[list[float]] = []  # seconds per fed step, one list per fed block
+        self.computes: list[list[float]] = []
+
+    @property
+    def workers(self) -> int:
+        """The loader's worker processes (0 for a loader in this process)."""
+        return int(getattr(self.source.loader, "num_workers", 0) or 0)
+
+    @property
+    def batch_samples(self) -> int:
+        """Samples in one batch."""
+        return count_samples(self.batches[0])
+
+    def _begin(self) -> float:
+        synchronize(self.device)  # work queued before this block is not its work
+        self.meter.start()
+        return clock()
+
+    def _end(self, start: float) -> float:
+        synchronize(self.device)  # the block's last device work has run before its clock stops
+        seconds = clock() - start
+        self.meter.stop()
+        return seconds
 
     def loader_block(self, batches: int) -> float:
         """Time `batches` batches of the loader alone (no step); return its samples/s for this block."""
-        samples, start = 0, time.perf_counter()
+        samples, start = 0, self._begin()
         for _ in range(batches):
             samples += count_samples(next(self.source))
-        self.alone.append((time.perf_counter() - start, samples))
+        self.alone.append((self._end(start), samples))  # an on-device loader's batches exist once its kernels ran
         return samples / self.alone[-1][0]
 
     def fed_block(self, steps: int) -> float:
         """Time `steps` steps fed by the loader, each split into data-wait and compute; return samples/s."""
-        samples, start = 0, time.perf_counter()
+        samples, waits, computes, start = 0, [], [], self._begin()
         for _ in range(steps):
-            t0 = time.perf_counter()
+            t0 = clock()
             batch = to_device(next(self.source), self.device)
             synchronize(self.device)  # the batch is on the device: what the step waited for ends here
-            t1 = time.perf_counter()
+            t1 = clock()
             self.step(batch)
             synchronize(self.device)
-            self.waits.append(t1 - t0)
-            self.computes.append(time.perf_counter() - t1)
+            waits.append(t1 - t0)
+            computes.append(clock() - t1)
             samples += count_samples(batch)
-        self.fed.append((time.perf_counter() - start, samples))
+        self.fed.append((self._end(start), samples))
+        self.waits.append(waits)
+        self.computes.append(computes)
         return samples / self.fed[-1][0]
 
     def premade_block(self, steps: int) -> float:
         """Time `steps` steps on batches already on the device (the ceiling a loader can reach); return samples/s."""
-        samples, start = 0, time.perf_counter()
+        samples, start = 0, self._begin()
         for i in range(steps):
             self.step(self.batches[i % len(self.batches)])
+            # Per step, as in fed_block (which must synchronise per step to split data-wait from compute): both
+            # sides of the efficiency ratio pay the same synchronisations and overlap no step with the next.
+            synchronize(self.device)
             samples += count_samples(self.batches[i % len(self.batches)])
-        synchronize(self.device)
-        self.ideal.append((time.perf_counter() - start, samples))
-        self.premade_steps.append(self.ideal[-1][0] / steps)
-        return samples / self.ideal[-1][0]
+        self.premade.append((self._end(start), samples))
+        return samples / self.premade[-1][0]
+
+    def rates(self, kind: str) -> list[float]:
+        """Samples/s of each block of one kind so far: "alone" (the loader alone), "fed" or "premade"."""
+        return [n / t for t, n in {"alone": self.alone, "fed": self.fed, "premade": self.premade}[kind]]
+
+    def drain(self, batches: int | None = None) -> None:
+        """Draw batches untimed: by default what the loader's workers hold ready (workers x prefetch), at least one,
+        so a turn neither counts batches made while others ran nor the workers' start-up after `pause()`."""
+        ready = self.workers * int(getattr(self.source.loader, "prefetch_factor", 0) or 0)
+        for _ in range(max(1, ready) if batches is None else batches):
+            next(self.source)
+
+    def pause(self) -> None:
+        """Shut the loader's worker processes down until the next batch is drawn (a no-op without workers)."""
+        if not self.workers:
+            return
+        iterator, self.source.iterator = self.source.iterator, None
+        loader = self.source.loader
+        # torch has no public call that stops persistent workers short of dropping the loader: release the
+        # DataLoader's own reference and run the shutdown its iterator's __del__ would run.
+        if getattr(loader, "_iterator", None) is iterator:
+            loader._iterator = None  # type: ignore[attr-defined]
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if callable(shutdown):
+            shutdown()
+
+    def close(self) -> None:
+        """Stop the loader's workers and run its dataset's `cleanup()` where it has one (temporary files, say)."""
+        self.pause()
+        cleanup = getattr(getattr(self.source.loader, "dataset", None), "cleanup", None)
+        if callable(cleanup):
+            cleanup()
 
     def seconds_per_pair(self) -> float:
         """Time one fed and one pre-made step (a calibration), forget both, and return the seconds the pair took."""
-        samples = count_samples(self.batches[0])
+        samples = self.batch_samples
         seconds = samples / self.fed_block(1) + samples / self.premade_block(1)
         self.forget()
         return seconds
 
-    def forget(self) -> None:
-        """Drop every fed and pre-made block recorded so far (a calibration pair, say), keeping the loader running."""
-        for recorded in (self.fed, self.ideal, self.waits, self.computes, self.premade_steps):
+    def forget(self, *, loader: bool = False) -> None:
+        """Drop every fed and pre-made block recorded so far (a calibration pair, say) and their load readings, and
+        with `loader` the loader-alone blocks too, keeping the loader running."""
+        for recorded in (self.fed, self.premade, self.waits, self.computes, self.meter.readings):
             recorded.clear()
+        if loader:
+            self.alone.clear()
 
     def result(self) -> PipelineResult:
         """Summarise every fed / pre-made block pair recorded so far."""
-        if not self.fed or len(self.fed) != len(self.ideal):
+        if not self.fed or len(self.fed) != len(self.premade):
             raise ValueError("record as many fed blocks as pre-made ones (at least one of each) before result()")
-        ratios = [(n_f / t_f) / (n_i / t_i) for (t_f, n_f), (t_i, n_i) in zip(self.fed, self.ideal)]
-        fed_rates = [n / t for t, n in self.fed]
+        fed_rates, premade_rates = self.rates("fed"), self.rates("premade")
+        ratios = [f / p for f, p in zip(fed_rates, premade_rates, strict=True)]
+        waits = [1000 * statistics.median(block) for block in self.waits]
+        computes = [1000 * statistics.median(block) for block in self.computes]
         peak_device = peak_device_memory_bytes(self.device)
         return PipelineResult(
-            samples_per_s=sum(n for _, n in self.fed) / sum(t for t, _ in self.fed),
-            ideal_samples_per_s=sum(n for _, n in self.ideal) / sum(t for t, _ in self.ideal),
+            fed_samples_per_s=sum(n for _, n in self.fed) / sum(t for t, _ in self.fed),
+            premade_samples_per_s=sum(n for _, n in self.premade) / sum(t for t, _ in self.premade),
             pipeline_efficiency=statistics.median(ratios),
-            data_wait_ms=1000 * statistics.median(self.waits),
-            compute_ms=1000 * statistics.median(self.computes),
-            steps=len(self.waits),
+            data_wait_ms=1000 * statistics.median([w for block in self.waits for w in block]),
+            compute_ms=1000 * statistics.median([c for block in self.computes for c in block]),
+            steps=sum(len(block) for block in self.waits),
             peak_rss_mib=(peak_rss_bytes() or 0) / 2**20,
             peak_device_mib=peak_device / 2**20 if peak_device is not None else None,
-            efficiency_range=(min(ratios), max(ratios)),
-            samples_per_s_range=(min(fed_rates), max(fed_rates)),
-            premade_step_ms=1000 * statistics.median(self.premade_steps),
+            efficiency_range=_spread(ratios),
+            fed_samples_per_s_range=_spread(fed_rates),
+            premade_step_ms=1000 * statistics.median([t / n * self.batch_samples for t, n in self.premade]),
+            premade_samples_per_s_range=_spread(premade_rates),
+            data_wait_ms_range=_spread(waits),
+            compute_ms_range=_spread(computes),
+            load=self.meter.total(),
         )
 
 
@@ -324,14 +345,19 @@ def measure_pipelines(
 ) -> dict[str, PipelineResult]:
     """Several (loader, step) pipelines measured side by side: every probe is built and warmed up, each sized so that
     its `blocks` fed + pre-made pairs take about its share of `budget_s`, then the blocks run round-robin, pipeline
-    after pipeline, so a burst of load on the machine hits all of them alike. Each result has its ranges."""
-    probes = {name: PipelineProbe(loader, step, device, warmup=warmup) for name, (loader, step) in pipelines.items()}
-    share_s = budget_s / len(probes) / blocks
-    sizes = {name: steps_in_budget(share_s, probe.seconds_per_pair()) for name, probe in probes.items()}
+    after pipeline, so a burst of load on the machine hits all of them alike; a pipeline's loader workers run only
+    during its own turn. Each result has its ranges."""
+    probes, sizes, share_s = {}, {}, budget_s / len(pipelines) / blocks
+    for name, (loader, step) in pipelines.items():  # each built, warmed up and sized, then its workers stopped
+        probes[name] = PipelineProbe(loader, step, device, warmup=warmup)
+        sizes[name] = steps_in_budget(share_s, probes[name].seconds_per_pair())
+        probes[name].pause()
     for _ in range(blocks):
-        for name, probe in probes.items():
+        for name, probe in probes.items():  # only the probe whose turn it is has live workers
+            probe.drain(None if probe.workers else 0)
             probe.fed_block(sizes[name])
             probe.premade_block(sizes[name])
+            probe.pause()
     return {name: probe.result() for name, probe in probes.items()}
 
 

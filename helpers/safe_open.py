@@ -6,7 +6,8 @@ Readers follow a link the user made (a folder of links to images is common) but 
 `O_NOFOLLOW`, and scratch names with `O_EXCL` as well, so a link someone else planted at a scratch name is refused
 instead of redirecting the write into their file.
 
-Copy alone: needs only the standard library.
+Copy alone.
+Needs: the standard library only.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ header's checksum, refusing negative sizes, meta headers above `META_HEADER_BYTE
 and archives past their `ExtractLimits`, and returns each member's (name, size, data offset) so the caller can check
 that `tarfile` reads the same members.
 
-Copy alone: needs only the standard library.
+Copy alone.
+Needs: the standard library only.
 """
 
 from __future__ import annotations

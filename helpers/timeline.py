@@ -1,9 +1,9 @@
 """Seeing the wait: a per-step timeline of data-wait against compute, a torch.profiler trace with named ranges for
 fetch, copy and step, and on CUDA the GPU's utilisation sampled with NVML while a loop runs.
 
-Copy with: measure.py (synchronize, to_device).
+Copy with: measure.py (synchronize, to_device) with loadmeter.py, memory.py and pipeline_result.py.
 
-Needs: torch; optional: pynvml (pip install nvidia-ml-py: GPU utilisation).
+Needs: psutil, torch; optional: pynvml (pip install nvidia-ml-py: GPU utilisation).
 
 The timeline synchronises the device after every copy and every step, so that each second is charged to the part
 that spent it. That also stops the copy of one batch from overlapping the step of another: it shows where time

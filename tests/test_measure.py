@@ -57,7 +57,7 @@ def test_pipelines_measured_side_by_side_keep_their_names_ranges_and_data_wait()
     slow, ready = results["slow"], results["ready"]
     assert list(results) == ["slow", "ready"]
     assert slow.data_wait_ms >= 15 and ready.data_wait_ms < 5  # the 20 ms delay shows up only where it is
-    low, high = slow.samples_per_s_range
+    low, high = slow.fed_samples_per_s_range
     assert low <= high and slow.efficiency_range is not None and slow.pipeline_efficiency < 0.5
 
 
@@ -96,3 +96,130 @@ def test_steps_in_budget_and_seconds_per_call():
 
     assert steps_in_budget(10, 0.3) == 33 and steps_in_budget(1, 5) == 1 and steps_in_budget(10, 0.1, maximum=50) == 50
     assert 0.015 <= seconds_per_call(lambda: time.sleep(0.02), calls=2) < 0.5
+
+
+# --- the order of synchronisation and clock reads: every block's clock stops after its device synchronisation ---
+
+
+class _Recorder:
+    """Stands in for helpers.measure's clock and synchronize, and records them with the loader's and step's calls."""
+
+    def __init__(self, monkeypatch):
+        import helpers.measure as measure
+
+        self.events, self.now = [], 0.0
+        monkeypatch.setattr(measure, "clock", self.clock)
+        monkeypatch.setattr(measure, "synchronize", self.sync)
+
+    def clock(self):
+        self.now += 1.0
+        self.events.append("clock")
+        return self.now
+
+    def sync(self, device):
+        self.events.append("sync")
+
+    def loader(self):
+        while True:
+            self.events.append("batch")
+            yield torch.zeros(2, 3), torch.zeros(2, 1)
+
+    def step(self, batch):
+        self.events.append("step")
+
+    def block(self, run):
+        """The events of one call of `run()`."""
+        self.events.clear()
+        run()
+        return list(self.events)
+
+
+def _ends_with_sync_then_clock(events, work):
+    last_work = max(i for i, e in enumerate(events) if e in work)
+    tail = events[last_work + 1 :]
+    return events[-2:] == ["sync", "clock"] and "sync" in tail and tail.index("sync") < len(tail) - 1
+
+
+def test_every_probe_block_starts_and_ends_with_a_synchronisation_before_its_clock(monkeypatch):
+    from helpers.measure import PipelineProbe
+
+    rec = _Recorder(monkeypatch)
+    probe = PipelineProbe(rec.loader(), rec.step, torch.device("cpu"), premade=2, warmup=1)
+    for run, work in ((lambda: probe.loader_block(3), {"batch"}), (lambda: probe.fed_block(3), {"batch", "step"}),
+                      (lambda: probe.premade_block(3), {"step"})):  # fmt: skip
+        events = rec.block(run)
+        assert events[:2] == ["sync", "clock"], events  # queued work from before is not this block's
+        assert _ends_with_sync_then_clock(events, work), events
+
+
+def test_fed_and_premade_blocks_synchronise_after_every_step_alike(monkeypatch):
+    from helpers.measure import PipelineProbe
+
+    rec = _Recorder(monkeypatch)
+    probe = PipelineProbe(rec.loader(), rec.step, torch.device("cpu"), premade=2, warmup=1)
+    for run in (lambda: probe.fed_block(4), lambda: probe.premade_block(4)):
+        events = [e for e in rec.block(run) if e in ("step", "sync")]
+        steps = [i for i, e in enumerate(events) if e == "step"]
+        assert len(steps) == 4 and all(events[i + 1] == "sync" for i in steps), events
+    fed = rec.block(lambda: probe.fed_block(1))
+    assert fed.index("sync", fed.index("batch")) < fed.index("step")  # the copy has landed before compute starts
+
+
+def test_time_batches_and_seconds_per_call_stop_their_clock_after_a_synchronisation(monkeypatch):
+    from helpers.measure import seconds_per_call, time_batches
+
+    rec = _Recorder(monkeypatch)
+    events = rec.block(lambda: time_batches(rec.loader(), 3, warmup=1))
+    assert _ends_with_sync_then_clock(events, {"batch"}), events
+    assert events[events.index("clock") - 1] == "sync"  # the warm-up's queued work ends before the clock starts
+    events = rec.block(lambda: seconds_per_call(lambda: rec.step(None), calls=2, warmup=0, device=torch.device("cpu")))
+    assert events == ["sync", "clock", "step", "sync", "clock"] * 2, events
+
+
+def test_a_probe_result_carries_ranges_for_each_side_and_the_load_reading():
+    result = measure_pipeline(SlowLoader(0.0, batches=50), _step(), torch.device("cpu"), steps_per_block=3, blocks=3)
+    for name in ("efficiency_range", "fed_samples_per_s_range", "premade_samples_per_s_range", "data_wait_ms_range",
+                 "compute_ms_range"):  # fmt: skip
+        low, high = getattr(result, name)
+        assert low <= high, name
+    assert result.fed_samples_per_s_range[0] <= result.fed_samples_per_s <= result.fed_samples_per_s_range[1]
+    assert result.load is not None and result.load.cores >= 1 and result.load.other_cores >= 0
+    assert result.samples_per_s == result.fed_samples_per_s  # the old name reads the same number
+
+
+def test_pause_stops_the_workers_and_the_next_draw_restarts_them():
+    import psutil
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from helpers.measure import PipelineProbe
+
+    data = TensorDataset(torch.zeros(64, 3), torch.zeros(64, 1))
+    loader = DataLoader(data, batch_size=4, num_workers=1, persistent_workers=True)
+    probe = PipelineProbe(loader, _step(), torch.device("cpu"), premade=1, warmup=1)
+
+    def workers():
+        return [c for c in psutil.Process().children() if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+    assert len(workers()) == 1
+    probe.pause()
+    assert workers() == []
+    probe.drain()
+    assert len(workers()) == 1 and probe.fed_block(2) > 0
+    probe.pause()
+
+
+def test_pipelines_side_by_side_keep_only_the_current_pipelines_workers_alive():
+    import psutil
+    from torch.utils.data import DataLoader, TensorDataset
+
+    seen = []
+
+    def loader():
+        return DataLoader(TensorDataset(torch.zeros(64, 3), torch.zeros(64, 1)), batch_size=4, num_workers=1,
+                          persistent_workers=True)  # fmt: skip
+
+    def step(batch):
+        seen.append(len([c for c in psutil.Process().children() if c.status() != psutil.STATUS_ZOMBIE]))
+
+    measure_pipelines({"a": (loader(), step), "b": (loader(), step)}, torch.device("cpu"), budget_s=0.2, blocks=2)
+    assert max(seen) == 1  # warm-up, calibration and blocks: one pipeline's worker, never both

@@ -199,6 +199,10 @@ def collect(work: Path, *, dry_run: bool, wall_seconds: int | None, host: dict[s
         "benches": benches,
         "training": training,
         "verdict": verdict(steps),
+        # provenance beside the commit: the benchmarks' profile, the device, and the load meter of each benchmark
+        "profile": ", ".join(sorted({str(b.get("profile")) for b in benches.values()})) or None,
+        "device": host.get("gpu") or "cpu",
+        "load": {name: b.get("load") for name, b in benches.items()},
         "publish_as": None if dry_run or not host.get("gpu") else f"{slug(host['gpu'])}-{date:%Y-%m-%d}",
     }
     return summary
@@ -225,9 +229,22 @@ def _number(value: Any, digits: int = 0) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.{digits}f}"
 
 
+def _alone(rung: dict[str, Any]) -> Any:
+    """A rung's loader-alone rate (named samples_per_s in bench JSON written before it was loader_samples_per_s)."""
+    return rung.get("loader_samples_per_s", rung.get("samples_per_s"))
+
+
+def load_line(summary: dict[str, Any]) -> str:
+    """What the load meter saw during each benchmark: other processes' CPU, and whether that made it busy."""
+    parts = [f"{name}: other processes used up to {load['other_cores_max']:.1f} of {load['cores']} cores"
+             + (" (busy: its numbers include that load)" if load["busy"] else "")
+             for name, load in (summary.get("load") or {}).items() if load]  # fmt: skip
+    return "; ".join(parts) or "not recorded"
+
+
 def bench_table(payload: dict[str, Any]) -> str:
     """A loader ladder's rungs as a markdown table, peak GPU memory included."""
-    rows = [[r["name"], _number(r["samples_per_s"]), _number(r.get("speedup_vs_first"), 1),
+    rows = [[r["name"], _number(_alone(r)), _number(r.get("loader_vs_first", r.get("speedup_vs_first")), 1),
              _number(r["fed_samples_per_s"]), _number(r["pipeline_efficiency"], 2), _number(r["data_wait_ms"], 1),
              _number(r["compute_ms"], 1), _number(r.get("peak_device_mib")), _number(r.get("peak_rss_mib"))]
             for r in payload["rungs"]]  # fmt: skip
@@ -252,6 +269,7 @@ def markdown(summary: dict[str, Any]) -> str:
         f"- **Commit**: {summary['commit'] or 'unknown'}{dirty}; date {summary['date']}",
         f"- **Data**: {summary['data']}",
         f"- **Wall time**: {_number(summary['wall_seconds'])} s; **verdict**: {summary['verdict']}",
+        f"- **Profile**: {summary.get('profile')}; **device**: {summary.get('device')}; **load**: {load_line(summary)}",
     ]
     if summary["dry_run"]:
         lines.append("- **Dry run**: CUDA was absent, so the CUDA tests were skipped and the benchmarks and the "
@@ -316,7 +334,7 @@ def readme_table(path: Path) -> str:
     rows = []
     for name, payload in summary["benches"].items():
         for rung in payload["rungs"]:
-            rows.append([f"{name} ladder: {rung['name']}", f"{_number(rung['samples_per_s'])} samples/s alone, "
+            rows.append([f"{name} ladder: {rung['name']}", f"{_number(_alone(rung))} samples/s alone, "
                          f"{_number(rung['fed_samples_per_s'])} fed (efficiency {_number(rung['pipeline_efficiency'], 2)}), "
                          f"peak GPU {_number(rung.get('peak_device_mib'))} MiB"])  # fmt: skip
     history = summary["training"]["history"]

@@ -24,7 +24,8 @@ from ..cifar import cifar10_class_names, load_cifar10
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
-from ..measure import PipelineProbe, count_samples, diagnose_pipeline, seconds_per_call, steps_in_budget
+from ..loadmeter import cpu_budget, intra_op_threads
+from ..measure import PipelineProbe, diagnose_pipeline, seconds_per_call, steps_in_budget
 from ..models import ESPCN, SmallConvNet, cifar_resnet18
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
@@ -34,6 +35,8 @@ from .baselines import (
 )  # fmt: skip
 from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
 from .profiles import Profile, resolve_profile
+from .results import provenance
+from .verdicts import busy_summary, by_role, efficiency_cell  # noqa: F401 (by_role: ladders are read by role)
 
 
 # --- memory ---------------------------------------------------------------------------------------------------------
@@ -101,7 +104,11 @@ MIN_ROUNDS = 3  # rounds a ladder always runs, past its budget if need be: one r
 
 @dataclass
 class Rung:
-    """One rung of a loader ladder: a name, how to build its loader, the model its batches feed, and its step."""
+    """One rung of a loader ladder: a name, how to build its loader, the model its batches feed, and its step.
+
+    `role` is what verdicts look the rung up by ("seed post", "native size", "device", "ceiling", ...), so an
+    inserted rung cannot make a verdict compare the wrong loaders; a ceiling names in `bounds` the role it bounds.
+    """
 
     name: str
     build: Callable[[], Iterable]
@@ -109,39 +116,56 @@ class Rung:
     workers: int = 0
     make_step: Callable[[nn.Module], Callable[[Any], Any]] = sr_train_step
     model_note: str = ""  # set when this rung's model differs from the others' (its fed rate is not like for like)
-    prefetched: int = 0  # batches its loader may hold ready between turns (workers x prefetch): drained untimed
+    prefetched: int | None = None  # batches drained untimed at each turn's start (None or 0: what its workers hold)
+    role: str = ""
+    bounds: str = ""
 
 
 @dataclass
 class _Turn:
-    """A built rung and how many batches / steps one of its turns times."""
+    """A built rung, how many batches / steps one of its turns times, and its intra-op threads."""
 
     rung: Rung
     probe: PipelineProbe
     loader_batches: int = 1
     steps: int = 1
+    threads: int = 1
 
 
-def _build(rung: Rung, device: torch.device, turn_s: float) -> _Turn:
+def _build(rung: Rung, device: torch.device, turn_s: float, cores: int) -> _Turn:
     """Build a rung's loader and model, warm them up, and size its turn to about `turn_s` seconds (at least one
-    loader batch and one fed and one pre-made step: a rung slower than that takes longer, and the round count gives)."""
+    loader batch and one fed and one pre-made step: a rung slower than that takes longer, and the round count gives).
+    Its workers are shut down until its first turn."""
+    threads = max(1, cores - rung.workers)  # the workers' cores are theirs: the step keeps the rest
     torch.manual_seed(0)
-    probe = PipelineProbe(rung.build(), rung.make_step(rung.model().to(device)), device, premade=2,
-                          warmup=max(1, rung.workers))  # fmt: skip
-    for _ in range(rung.prefetched):  # batches its workers made ahead would make the loader look instant
-        next(probe.source)
-    seconds_per_batch = 2 / probe.loader_block(2) * count_samples(probe.batches[0])
-    probe.alone.clear()
-    return _Turn(rung, probe, steps_in_budget(turn_s / 3, seconds_per_batch, maximum=200),
-                 steps_in_budget(2 * turn_s / 3, probe.seconds_per_pair(), maximum=100))  # fmt: skip
+    with intra_op_threads(threads):
+        probe = PipelineProbe(rung.build(), rung.make_step(rung.model().to(device)), device, premade=2,
+                              warmup=max(1, rung.workers))  # fmt: skip
+        probe.drain(rung.prefetched or None)  # batches its workers made ahead would make the loader look instant
+        seconds_per_batch = 2 / probe.loader_block(2) * probe.batch_samples
+        probe.forget(loader=True)
+        turn = _Turn(rung, probe, steps_in_budget(turn_s / 3, seconds_per_batch, maximum=200),
+                     steps_in_budget(2 * turn_s / 3, probe.seconds_per_pair(), maximum=100), threads)  # fmt: skip
+    probe.pause()
+    return turn
 
 
 def _take_turn(turn: _Turn) -> None:
-    for _ in range(turn.rung.prefetched):  # batches made while other rungs ran are not this turn's work
-        next(turn.probe.source)
-    turn.probe.loader_block(turn.loader_batches)
-    turn.probe.fed_block(turn.steps)
-    turn.probe.premade_block(turn.steps)
+    """One turn: the rung's workers restarted untimed, its blocks timed with its thread budget, its workers stopped,
+    so that no other rung's worker processes share the cores while a turn is timed."""
+    with intra_op_threads(turn.threads):
+        turn.probe.drain(turn.rung.prefetched or None)  # 0 (the old default) too: restarted workers need a draw
+        turn.probe.loader_block(turn.loader_batches)
+        turn.probe.fed_block(turn.steps)
+        turn.probe.premade_block(turn.steps)
+    turn.probe.pause()
+
+
+def cpu_budget_text(rungs: list[Rung], cores: int) -> str:
+    """The CPU budget each rung is measured under: its workers plus the timed process's intra-op threads."""
+    parts = [f"'{r.name}' {r.workers} worker{'s' * (r.workers != 1)} + {max(1, cores - r.workers)} intra-op "
+             f"thread{'s' * (max(1, cores - r.workers) != 1)}" for r in rungs]  # fmt: skip
+    return f"CPU budget on {cores} cores (workers + the timed process's intra-op threads): " + "; ".join(parts)
 
 
 def run_ladder(
@@ -151,71 +175,80 @@ def run_ladder(
     `turn_s` seconds (the loader alone, then fed and pre-made steps), the order rotating each round. A burst of load
     on the machine therefore hits every rung alike; each number is a median over rounds, with its range. After the
     first `MIN_ROUNDS` rounds (a range needs several), rounds stop once the next one would pass the budget
-    (rounds x rungs x turn_s). Returns the rows and a line saying how long building and measuring took."""
-    started = time.perf_counter()
-    turns = [_build(rung, device, turn_s) for rung in tqdm(rungs, desc="building rungs", unit="rung")]
+    (rounds x rungs x turn_s). Only the rung whose turn it is has live workers, with the intra-op threads its workers
+    leave. Returns the rows and lines saying the CPU budget and how long building and measuring took."""
+    started, cores = time.perf_counter(), usable_cpu_count()
+    turns = [_build(rung, device, turn_s, cores) for rung in tqdm(rungs, desc="building rungs", unit="rung")]
     built, budget, done = time.perf_counter(), rounds * len(rungs) * turn_s, 0
-    with tqdm(total=rounds * len(turns), desc="ladder rounds", unit="turn") as bar:
-        while done < rounds and (done < MIN_ROUNDS or (time.perf_counter() - built) * (done + 1) / done <= budget):
-            for turn in turns[done % len(turns):] + turns[: done % len(turns)]:
-                _take_turn(turn)
-                bar.update(1)
-            done += 1
-    rows = [_row(turn) for turn in turns]
-    for turn in turns:
-        cleanup = getattr(getattr(turn.probe.source.loader, "dataset", None), "cleanup", None)
-        if callable(cleanup):
-            cleanup()
+    try:
+        with tqdm(total=rounds * len(turns), desc="ladder rounds", unit="turn") as bar:
+            while done < rounds and (done < MIN_ROUNDS or (time.perf_counter() - built) * (done + 1) / done <= budget):
+                for turn in turns[done % len(turns):] + turns[: done % len(turns)]:
+                    _take_turn(turn)
+                    bar.update(1)
+                done += 1
+        rows = [_row(turn, cores) for turn in turns]
+    finally:
+        for turn in turns:
+            turn.probe.close()
     for row in rows:
-        row["speedup_vs_first"] = row["samples_per_s"] / rows[0]["samples_per_s"]
-    timing = (f"building and warming up the rungs took {built - started:.0f} s; {done} of {rounds} rounds took "
-              f"{time.perf_counter() - built:.0f} s (budget {budget:.0f} s)")  # fmt: skip
+        row["loader_vs_first"] = row["loader_samples_per_s"] / rows[0]["loader_samples_per_s"]
+    timing = (f"{cpu_budget_text(rungs, cores)}\nbuilding and warming up the rungs took {built - started:.0f} s; "
+              f"{done} of {rounds} rounds took {time.perf_counter() - built:.0f} s (budget {budget:.0f} s)")  # fmt: skip
     return rows, timing
 
 
-def _row(turn: _Turn) -> dict[str, Any]:
-    fed = turn.probe.result()
-    alone = [n / t for t, n in turn.probe.alone]
+def _median_and_range(values: list[float]) -> tuple[float, tuple[float, float]]:
+    return statistics.median(values), (min(values), max(values))
+
+
+def _row(turn: _Turn, cores: int) -> dict[str, Any]:
+    probe, fed = turn.probe, turn.probe.result()
+    alone, alone_range = _median_and_range(probe.rates("alone"))
+    fed_rate, fed_range = _median_and_range(probe.rates("fed"))
+    premade, premade_range = _median_and_range(probe.rates("premade"))
+    busy = fed.load is not None and fed.load.busy
     return {
-        "name": turn.rung.name,
-        "model_note": turn.rung.model_note,
-        "samples_per_s": statistics.median(alone),
-        "samples_per_s_range": (min(alone), max(alone)),
-        "fed_samples_per_s": statistics.median([n / t for t, n in turn.probe.fed]),
-        "ideal_samples_per_s": statistics.median([n / t for t, n in turn.probe.ideal]),
-        "pipeline_efficiency": fed.pipeline_efficiency,
-        "efficiency_range": fed.efficiency_range,
-        "data_wait_ms": fed.data_wait_ms,
-        "compute_ms": fed.compute_ms,
-        "premade_step_ms": fed.premade_step_ms,
-        "rounds": len(alone),
-        "steps_per_turn": turn.steps,
-        "peak_device_mib": fed.peak_device_mib,
-        "doctor": diagnose_pipeline(fed, num_workers=turn.rung.workers, cpu_cores=usable_cpu_count()).splitlines()[0],
-    }
+        "name": turn.rung.name, "role": turn.rung.role, "bounds": turn.rung.bounds, "model_note": turn.rung.model_note,
+        "workers": turn.rung.workers, "threads": turn.threads,
+        "loader_samples_per_s": alone, "loader_samples_per_s_range": alone_range,
+        "fed_samples_per_s": fed_rate, "fed_samples_per_s_range": fed_range,
+        "premade_samples_per_s": premade, "premade_samples_per_s_range": premade_range,
+        "pipeline_efficiency": fed.pipeline_efficiency, "efficiency_range": fed.efficiency_range,
+        "data_wait_ms": fed.data_wait_ms, "compute_ms": fed.compute_ms, "premade_step_ms": fed.premade_step_ms,
+        "rounds": len(probe.rates("alone")), "steps_per_turn": turn.steps, "peak_device_mib": fed.peak_device_mib,
+        "load": fed.load.as_dict() if fed.load else None, "load_note": fed.load.note() if busy else "",
+        "doctor": diagnose_pipeline(fed, num_workers=turn.rung.workers, cpu_cores=cores).splitlines()[0],
+    }  # fmt: skip
 
 
 def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
-    """A markdown table of a ladder's rows: medians over rounds with their ranges; rungs with another model marked."""
+    """A markdown table of a ladder's rows: medians over rounds with their ranges; rungs with another model marked;
+    efficiencies above 1 read as 1.0 within the noise; a note for each rung measured while the machine was busy."""
     lines = [
         f"{label}\n" if label else "",
         "| rung | loader alone, samples/s | × first | fed end to end, samples/s | pre-made, samples/s | efficiency "
         "| data-wait ms | step ms, fed / pre-made |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in rows:
-        low, high = r["samples_per_s_range"]
-        e_low, e_high = r["efficiency_range"]
         mark = " †" if r["model_note"] else ""
         lines.append(
-            f"| {r['name']}{mark} | {r['samples_per_s']:.0f} ({low:.0f}–{high:.0f}) | {r['speedup_vs_first']:.1f} | "
-            f"{r['fed_samples_per_s']:.0f} | {r['ideal_samples_per_s']:.0f} | {r['pipeline_efficiency']:.2f} "
-            f"({e_low:.2f}–{e_high:.2f}) | {r['data_wait_ms']:.1f} | {r['compute_ms']:.1f} / {r['premade_step_ms']:.1f} |"
+            f"| {r['name']}{mark} | {_with_range(r, 'loader_samples_per_s')} | {r['loader_vs_first']:.1f} | "
+            f"{_with_range(r, 'fed_samples_per_s')} | {_with_range(r, 'premade_samples_per_s')} | "
+            f"{efficiency_cell(r)} | {r['data_wait_ms']:.1f} | {r['compute_ms']:.1f} / {r['premade_step_ms']:.1f} |"
         )
     notes = sorted({r["model_note"] for r in rows if r["model_note"]})
     lines += [f"\n† {note}" for note in notes]
     lines.append(f"\nmedians over {rows[0]['rounds']} interleaved rounds (range in brackets)")
+    busy = busy_summary(rows)
+    lines += [f"measured on a busy machine: {busy}"] if busy else []
     return "\n".join(lines)
+
+
+def _with_range(row: dict[str, Any], key: str) -> str:
+    low, high = row[f"{key}_range"]
+    return f"{row[key]:.0f} ({low:.0f}–{high:.0f})"
 
 
 def sr_ladder(
@@ -232,6 +265,7 @@ def sr_ladder(
     """The SR ladder's rungs: traditional from disk and in memory, lazy crop plain and tuned, decoded uint8 cache."""
     pin = device.type == "cuda"
     common = {"seed": seed, "samples_per_epoch": samples_per_epoch, "pin_memory": pin}
+    workers = cpu_budget(workers, usable_cpu_count())[0]  # the timed process keeps a core for its step
 
     def naive_disk():
         return make_loader(NaiveSRDataset(paths, scale=scale, hr_crop=hr_crop, seed=seed), batch_size, **common)
@@ -263,12 +297,14 @@ def sr_ladder(
                 "its fed rate and efficiency are not like for like")  # fmt: skip
     return [
         Rung("naive: pre-upscaled files from disk (seed's traditional way)", naive_disk, upscaled_input_model,
-             model_note=hr_model),
-        Rung("naive: pre-upscaled float tensors in memory", naive_memory, upscaled_input_model, model_note=hr_model),
-        Rung("lazy crop, num_workers=0", lazy_plain, lr_input_model),
-        Rung(f"lazy crop, {workers} workers, prefetch 4, persistent", lazy_tuned, lr_input_model, workers,
-             prefetched=4 * workers),
-        Rung("decoded uint8 cache, batch crops (uint8 out: the step makes it float)", cached, lr_input_model),
+             model_note=hr_model, role="seed post"),
+        Rung("naive: pre-upscaled float tensors in memory", naive_memory, upscaled_input_model, model_note=hr_model,
+             role="in memory"),
+        Rung("lazy crop, num_workers=0", lazy_plain, lr_input_model, role="lazy crop"),
+        Rung(f"lazy crop, {workers} worker{'s' * (workers != 1)}, prefetch 4, persistent", lazy_tuned, lr_input_model, workers,
+             role="lazy crop, workers"),
+        Rung("decoded uint8 cache, batch crops (uint8 out: the step makes it float)", cached, lr_input_model,
+             role="decoded cache"),
     ]  # fmt: skip
 
 
@@ -310,7 +346,7 @@ def cifar_ladder(
     batch augmentation (with and without)."""
     pin = device.type == "cuda"
     samples = 10**6  # an epoch long enough that no measurement restarts the workers
-    seed_workers = min(4, max(1, workers))  # the post's num_workers=4, capped by the cores here
+    seed_workers = min(4, cpu_budget(max(1, workers), usable_cpu_count())[0])  # the post's 4, within the CPU budget
 
     def seed_post():
         dataset = ImageFolder(str(image_folder), transform=seed_post_transform())
@@ -332,59 +368,87 @@ def cifar_ladder(
 
     capped = " (the post's 4, capped at the cores here)" if seed_workers < 4 else ""
     return [
-        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} workers{capped}, "
-             f"batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, prefetched=2 * seed_workers,
+        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} worker{'s' * (seed_workers != 1)}{capped}, "
+             f"batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, role="seed post",
              model_note="the same network on 224-px crops: (224/32)^2 = 49x the pixels of a 32-px image"),
-        Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} workers",
-             native_pil, model, seed_workers, classification_train_step, prefetched=2 * seed_workers),
+        Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} worker{'s' * (seed_workers != 1)}",
+             native_pil, model, seed_workers, classification_train_step, role="native size"),
         Rung("whole dataset as uint8 on the device + kornia batch augmentation (crop, flip, jitter, grayscale)",
-             on_device(True), model, 0, classification_train_step),
+             on_device(True), model, 0, classification_train_step, role="device"),
         Rung("whole dataset as uint8 on the device, no augmentation (the ceiling)", on_device(False), model, 0,
-             classification_train_step),
+             classification_train_step, role="ceiling", bounds="device"),
     ]  # fmt: skip
+
+
+# --- one construction path per ladder: the notebooks and python -m helpers.bench -----------------------------------
+
+
+@dataclass
+class LadderRun:
+    """A ladder measured: its rows, the lines on its CPU budget and timing, its label, and what was decided first."""
+
+    rows: list[dict[str, Any]]
+    timing: str
+    label: str
+    notes: list[str]
+
+
+def measure_sr_ladder(
+    paths: list[Path], *, profile: Profile, device: torch.device, scale: int = 4, hr_crop: int | None = None,
+    batch_size: int | None = None,
+) -> LadderRun:
+    """02's ladder and `python -m helpers.bench sr`: the SR rungs at the profile's crop and batch, run side by side."""
+    hr_crop, batch_size = hr_crop or profile.sr_crop, batch_size or profile.sr_batch
+    rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=scale, hr_crop=hr_crop,
+                      workers=max(1, min(8, usable_cpu_count())))  # fmt: skip
+    rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
+    label = f"x{scale}, {hr_crop}-px HR crops, batch {batch_size}, {len(paths)} images, ESPCN training step"
+    return LadderRun(rows, timing, label, [])
+
+
+def cifar_image_folder(images: torch.Tensor, labels: torch.Tensor, source: Any) -> Path:
+    """The images as an ImageFolder of PNGs (what the seed post's pipeline reads), written once per data set and size."""
+    slug = "standin" if source.is_standin else "cifar10"
+    return export_image_folder(images, labels, class_names=cifar10_class_names(source.root),
+                               dest=data_root() / "imagefolder" / f"{slug}-{len(images)}")  # fmt: skip
+
+
+def measure_cifar_ladder(
+    images: torch.Tensor, labels: torch.Tensor, *, image_folder: Path, profile: Profile, device: torch.device,
+    batch_size: int | None = None,
+) -> LadderRun:
+    """04's ladder and `python -m helpers.bench cifar`: the post's 224-px rung at the batch that fits, the same family
+    at 32 px, and the on-device rungs, with the profile's model, run side by side."""
+    use_resnet = profile.cifar_ladder_model == "resnet18"
+    batch_size = batch_size or profile.cifar_ladder_batch
+    model = cifar_resnet18 if use_resnet else (lambda: SmallConvNet(width=16))
+    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3)
+    rungs = cifar_ladder(images, labels, image_folder=image_folder, device=device, batch_size=batch_size,
+                         seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()))  # fmt: skip
+    rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
+    label = (f"batch {batch_size}, {len(images)} images, "
+             f"{'ResNet18 (CIFAR stem)' if use_resnet else 'small CNN (width 16)'} training step")  # fmt: skip
+    return LadderRun(rows, timing, label, [f"the post's 224-px rung: {why}"])
 
 
 # --- the command line: python -m helpers.bench -------------------------------------------------------------------
 
 
-def _sr_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[list[dict[str, Any]], str, str]:
+def _sr_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[LadderRun, Any]:
     source = prepare_bsds300(progress=False)
     paths = bsds300_split(source.root, "train")
-    batch_size = args.batch_size or 16
-    workers = max(1, min(8, usable_cpu_count()))
-    rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=args.scale, hr_crop=args.hr_crop,
-                      workers=workers)  # fmt: skip
-    rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
-    print(timing)
-    label = (
-        f"SR ladder, x{args.scale}, {args.hr_crop}-px HR crops, batch {batch_size}, {len(paths)} images of "
-        f"{source.name}, ESPCN training step, profile {profile.name}"
-    )
-    return rows, label, source.describe()
+    return measure_sr_ladder(paths, profile=profile, device=device, scale=args.scale, hr_crop=args.hr_crop,
+                             batch_size=args.batch_size), source  # fmt: skip
 
 
-def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[list[dict[str, Any]], str, str]:
+def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[LadderRun, Any]:
     source = prepare_cifar10(progress=False)
     images, labels = load_cifar10(source.root, train=True)
     if profile.cifar_images:
         images, labels = images[: profile.cifar_images], labels[: profile.cifar_images]
-    slug = "standin" if source.is_standin else "cifar10"
-    folder = export_image_folder(images, labels, class_names=cifar10_class_names(source.root),
-                                 dest=data_root() / "imagefolder" / f"{slug}-{len(images)}")  # fmt: skip
-    use_resnet = profile.cifar_ladder_model == "resnet18"
-    batch_size = args.batch_size or profile.cifar_ladder_batch
-    model = cifar_resnet18 if use_resnet else (lambda: SmallConvNet(width=16))
-    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3)
-    print(f"the post's 224-px rung: {why}")
-    rungs = cifar_ladder(images, labels, image_folder=folder, device=device, batch_size=batch_size,
-                         seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()))  # fmt: skip
-    rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
-    print(timing)
-    label = (
-        f"CIFAR ladder, batch {batch_size}, {len(images)} images of {source.name}, "
-        f"{'ResNet18 (CIFAR stem)' if use_resnet else 'small CNN (width 16)'} training step, profile {profile.name}"
-    )
-    return rows, label, source.describe()
+    folder = cifar_image_folder(images, labels, source)
+    return measure_cifar_ladder(images, labels, image_folder=folder, profile=profile, device=device,
+                                batch_size=args.batch_size), source  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,21 +458,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")
     parser.add_argument("--profile", default="auto", help="auto, smoke, cpu or full (COURSE_PROFILE overrides)")
     parser.add_argument("--scale", type=int, default=4, help="sr: the upscaling factor")
-    parser.add_argument("--hr-crop", type=int, default=128, help="sr: HR crop size")
-    parser.add_argument("--batch-size", type=int, default=None, help="default: 16 for sr, the profile's for cifar")
+    parser.add_argument("--hr-crop", type=int, default=None, help="sr: HR crop size (default: the profile's)")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: the profile's")
     args = parser.parse_args(argv)
 
     profile = resolve_profile(args.profile)
     device = resolve_device()
     seed_everything(0)
     command = _sr_command if args.ladder == "sr" else _cifar_command
-    rows, label, data = command(args, profile, device)
+    run, source = command(args, profile, device)
+    for line in [*run.notes, run.timing]:
+        print(line)
+    label = f"{'SR' if args.ladder == 'sr' else 'CIFAR'} ladder, {run.label}, {source.name}, profile {profile.name}"
     environment = format_environment_report(environment_report(device))
-    print(ladder_table(rows, profile.label(f"{label}\n{environment}")))
+    print(ladder_table(run.rows, profile.label(f"{label}\n{environment}")))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"ladder": args.ladder, "profile": profile.name, "device": str(device), "label": label,
-                   "environment": environment, "data": data, "rungs": rows}  # fmt: skip
+        payload = {"ladder": args.ladder, **provenance(profile=profile.name, device=device, rows=run.rows),
+                   "label": label, "environment": environment, "data": source.describe(), "timing": run.timing,
+                   "rungs": run.rows}  # fmt: skip
         args.json.write_text(json.dumps(payload, indent=2))
         print(f"\nwrote {args.json}")
     return 0

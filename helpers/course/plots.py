@@ -10,6 +10,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from .verdicts import efficiency_cell
+
 
 def _as_hwc(image: np.ndarray | Image.Image | torch.Tensor) -> np.ndarray:
     if isinstance(image, Image.Image):
@@ -54,9 +56,9 @@ def plot_ladder(rows: Sequence[dict], title: str = "") -> plt.Figure:
     names = [r["name"] + (" †" if r.get("model_note") else "") for r in rows]
     positions = np.arange(len(rows))[::-1]
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 0.6 * len(rows) + 1.8), sharey=True)
-    low = [r["samples_per_s"] - r["samples_per_s_range"][0] for r in rows]
-    high = [r["samples_per_s_range"][1] - r["samples_per_s"] for r in rows]
-    left.barh(positions, [r["samples_per_s"] for r in rows], xerr=[low, high], color="tab:blue", capsize=3)
+    low = [r["loader_samples_per_s"] - r["loader_samples_per_s_range"][0] for r in rows]
+    high = [r["loader_samples_per_s_range"][1] - r["loader_samples_per_s"] for r in rows]
+    left.barh(positions, [r["loader_samples_per_s"] for r in rows], xerr=[low, high], color="tab:blue", capsize=3)
     left.set_xscale("log")
     left.set_xlabel("loader alone: samples/s (log scale)")
     left.set_yticks(positions, [textwrap.fill(n, 48) for n in names], fontsize="small")
@@ -65,10 +67,10 @@ def plot_ladder(rows: Sequence[dict], title: str = "") -> plt.Figure:
         if row.get("model_note"):
             bar.set_hatch("//")
             bar.set_facecolor("tab:olive")
-    right.scatter([r["ideal_samples_per_s"] for r in rows], positions, marker="|", s=400, color="black",
+    right.scatter([r["premade_samples_per_s"] for r in rows], positions, marker="|", s=400, color="black",
                   label="same step on pre-made batches")  # fmt: skip
     for position, row in zip(positions, rows):
-        right.annotate(f" efficiency {row['pipeline_efficiency']:.2f}", (row["fed_samples_per_s"], position),
+        right.annotate(f" efficiency {efficiency_cell(row)}", (row["fed_samples_per_s"], position),
                        va="center", fontsize="small")  # fmt: skip
     right.set_xlabel("end to end, feeding the model: samples/s")
     right.legend(loc="lower right", fontsize="small")

@@ -35,9 +35,10 @@ from nbconvert import HTMLExporter
 from tqdm.auto import tqdm
 
 from ..env import environment_report, format_environment_report
+from ..loadmeter import LoadMeter
 from .data import prepare_bsds300, prepare_cifar10
 from .profiles import PROFILE_ENV_VAR, resolve_profile
-from .results import RESULTS_ENV_VAR, read_results
+from .results import RESULTS_ENV_VAR, git_commit, load_summary, read_results
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -58,6 +59,7 @@ class NotebookRun:
     html_path: str
     error: str | None = None
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM, not by its own fault
+    load: dict[str, Any] | None = None  # the load meter over the run: CPU other processes used meanwhile
 
     @property
     def ok(self) -> bool:
@@ -255,6 +257,8 @@ def execute_notebook(
     state = _Execution(notebook, path.parent, cell_timeout)
     worker = threading.Thread(target=_worker, args=(state,), name=f"notebook {path.stem}", daemon=True)
     interrupted, reason, launched = None, None, False
+    meter = LoadMeter()  # the kernel and its workers are this process's descendants: "other" is the rest
+    meter.start()
     try:
         if any(_runnable(c) for c in notebook.cells):  # a lesson with no code fails below, no kernel needed
             launched = True
@@ -267,6 +271,7 @@ def execute_notebook(
             reason = f"{reason or 'stopped'} (its nbclient thread did not stop and was left behind)"
     seconds = time.perf_counter() - started
     run = _write_copies(path, out_dir, state, seconds, reason or state.error, interrupted is not None)
+    run.load = meter.stop().as_dict()
     if interrupted is not None:
         interrupted.run = run
         raise interrupted
@@ -290,13 +295,33 @@ def _write_copies(
     )
 
 
-def _rows(runs: list[NotebookRun], out_dir: Path, pending: Sequence[str]) -> list[tuple[str, str, str, str, str]]:
+def load_cell(load: dict[str, Any] | None) -> str:
+    """A report cell for a notebook's load meter: '0.8 of 2 cores (busy)'."""
+    if not load:
+        return ""
+    return f"{load['other_cores']:.1f} of {load['cores']} cores" + (" (busy)" if load["busy"] else "")
+
+
+def _rows(runs: list[NotebookRun], out_dir: Path, pending: Sequence[str]) -> list[tuple[str, ...]]:
     rows = []
     for run in runs:
         link = os.path.relpath(run.html_path, out_dir)
-        rows.append((run.name, f"{run.seconds:.1f}", f"{run.executed_cells}/{run.code_cells}", run.status, link))
-    rows += [(name, "", "", "not run", "") for name in pending]
+        rows.append((run.name, f"{run.seconds:.1f}", f"{run.executed_cells}/{run.code_cells}", run.status, link,
+                     load_cell(run.load)))  # fmt: skip
+    rows += [(name, "", "", "not run", "", "") for name in pending]
     return rows
+
+
+def provenance_line(runs: list[NotebookRun], commit: dict[str, Any]) -> str:
+    """Where the run came from and how busy the machine was: commit (dirty or not) and the load meter's summary."""
+    where = f"commit {commit['commit'][:12]}" + (" with uncommitted changes" if commit["dirty"] else "") if (
+        commit["commit"]) else "not a git checkout"  # fmt: skip
+    load = load_summary([r.load for r in runs])
+    if load is None:
+        return where
+    busy = [r.name for r in runs if r.load and r.load["busy"]]
+    return where + (f"; other processes used up to {load['other_cores_max']:.1f} of {load['cores']} cores during a "
+                    f"notebook" + (f" (busy during {', '.join(busy)}: their numbers include that load)" if busy else ""))
 
 
 def _html_link(name: str, link: str) -> str:
@@ -318,6 +343,8 @@ def write_report(
     recorded results, notebooks not run yet); return the summary's and the page's paths."""
     rows = _rows(runs, out_dir, pending)
     env_line = format_environment_report(environment)
+    commit = git_commit()
+    origin = provenance_line(runs, commit)
     stamp = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     md = [
         "# Feeding the GPU: course run",
@@ -326,11 +353,12 @@ def write_report(
         f"- run: {progress}",
         f"- profile: **{profile}**" + (" (smoke numbers are not measurements)" if profile == "smoke" else ""),
         f"- environment: {env_line}",
+        f"- provenance: {origin}",
         *[f"- data: {s}" for s in sources],
         "",
-        "| notebook | seconds | code cells run | status |",
-        "|---|---:|---:|---|",
-        *[f"| {f'[{n}]({link})' if link else n} | {s} | {c} | {st} |" for n, s, c, st, link in rows],
+        "| notebook | seconds | code cells run | status | other processes' CPU |",
+        "|---|---:|---:|---|---|",
+        *[f"| {f'[{n}]({link})' if link else n} | {s} | {c} | {st} | {ld} |" for n, s, c, st, link, ld in rows],
         "",
     ]
     for block in results or []:
@@ -339,8 +367,8 @@ def write_report(
     summary.write_text("\n".join(md), encoding="utf-8")
     esc = html.escape
     table = "".join(
-        f"<tr><td>{_html_link(n, link)}</td><td>{s}</td><td>{c}</td><td>{esc(st)}</td></tr>"
-        for n, s, c, st, link in rows
+        f"<tr><td>{_html_link(n, link)}</td><td>{s}</td><td>{c}</td><td>{esc(st)}</td><td>{esc(ld)}</td></tr>"
+        for n, s, c, st, link, ld in rows
     )
     page = (
         "<!doctype html><meta charset='utf-8'><title>Feeding the GPU: course run</title>"
@@ -348,16 +376,20 @@ def write_report(
         "border-bottom:1px solid #ddd;text-align:left}</style>"
         "<h1>Feeding the GPU: course run</h1>"
         f"<p>When: {esc(stamp)}<br>Run: {esc(progress)}<br>Profile: <b>{esc(profile)}</b><br>"
-        f"Environment: {esc(env_line)}</p>"
+        f"Environment: {esc(env_line)}<br>Provenance: {esc(origin)}</p>"
         + "".join(f"<p>Data: {esc(s)}</p>" for s in sources)
-        + "<table><tr><th>notebook</th><th>seconds</th><th>code cells run</th><th>status</th></tr>"
+        + "<table><tr><th>notebook</th><th>seconds</th><th>code cells run</th><th>status</th>"
+        "<th>other processes' CPU</th></tr>"
         + table
         + "</table>"
         + "".join(f"<h2>{esc(b['title'])}</h2><pre>{esc(b['text'])}</pre>" for b in results or [])
     )
     index = out_dir / "index.html"
     index.write_text(page, encoding="utf-8")
-    (out_dir / "runs.json").write_text(json.dumps([asdict(r) for r in runs], indent=2), encoding="utf-8")
+    provenance = {**commit, "profile": profile, "device": environment.get("device"),
+                  "load": load_summary([r.load for r in runs])}  # fmt: skip
+    payload = {"provenance": provenance, "runs": [asdict(r) for r in runs]}
+    (out_dir / "runs.json").write_text(json.dumps(payload, indent=2), encoding="utf-8")
     return summary, index
 
 

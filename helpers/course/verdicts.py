@@ -30,13 +30,29 @@ def memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_input_ratio: float
     )
 
 
-def decode_verdict(crop_ms: float, full_ms: float, held: tuple[int, int], size: tuple[int, int]) -> str:
-    """02: whether cropping saved decoding time and memory, from a crop's time against a full decode's."""
+def _times(values: float | Sequence[float]) -> tuple[float, tuple[float, float] | None]:
+    """A median and its range from repeated timings (a single number has no range)."""
+    if isinstance(values, (int, float)):
+        return float(values), None
+    return statistics.median(values), (min(values), max(values))
+
+
+def decode_verdict(
+    crop_ms: float | Sequence[float], full_ms: float | Sequence[float], held: tuple[int, int], size: tuple[int, int]
+) -> str:
+    """02: whether cropping saved decoding time and memory, from a crop's time against a full decode's (given the
+    repeated timings, each with its range, and overlapping ranges named as noise)."""
     whole = "the whole decoded image" if held == size else f"{held[0]}x{held[1]} pixels"
-    verdict = (
-        "cropping saved no decoding time" if crop_ms >= 0.7 * full_ms else f"cropping took {crop_ms / full_ms:.0%} of a full decode"
-    )
-    return f"A 32-px crop took {crop_ms:.2f} ms against {full_ms:.2f} ms for a full decode ({verdict}); afterwards PIL held {whole}."
+    (crop, crop_range), (full, full_range) = _times(crop_ms), _times(full_ms)
+    if crop_range is not None and full_range is not None:
+        ratio = ratio_with_range(crop, crop_range, full, full_range, pick=("the crop", "the full decode"),
+                                 lower_is_better=True)  # fmt: skip
+        verdict = f"the crop against the full decode: {ratio}" + (
+            "; cropping saved no decoding time" if crop >= 0.7 * full else "")
+    else:
+        verdict = "cropping saved no decoding time" if crop >= 0.7 * full else f"cropping took {crop / full:.0%} of a full decode"
+    return (f"A 32-px crop took {_span(crop, crop_range, 2)} ms against {_span(full, full_range, 2)} ms for a full "
+            f"decode ({verdict}); afterwards PIL held {whole}.")
 
 
 def _ranges_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -49,40 +65,138 @@ def _noise_note(a: tuple[float, float] | None, b: tuple[float, float] | None) ->
     return " (ranges overlap: within the noise)" if a is not None and b is not None and _ranges_overlap(a, b) else ""
 
 
-def efficiency_text(row: dict[str, Any]) -> str:
-    """A rung's pipeline efficiency with its range, and whether it is as fast as pre-made batches within the noise
-    (a median of at least 0.95 with a range that reaches 1: one lucky block alone does not make it so)."""
-    low, high = row.get("efficiency_range") or (row["pipeline_efficiency"],) * 2
-    text = f"{row['pipeline_efficiency']:.2f} ({low:.2f}–{high:.2f})"
-    return text + (", as fast as pre-made batches within the noise" if high >= 1.0 and row["pipeline_efficiency"] >= 0.95 else "")
+def _span(value: float, spread: tuple[float, float] | None, digits: int = 0) -> str:
+    """'400 (380–420)': a median with its range over rounds or blocks."""
+    if spread is None:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} ({spread[0]:.{digits}f}–{spread[1]:.{digits}f})"
 
 
-def ladder_verdict(rows: Sequence[dict[str, Any]], *, first: int = 0) -> str:
-    """02, 04: the ladder read like for like: loader-only rates against one rung (ranges that overlap named as noise),
-    end-to-end rates among rungs that feed the same model, and which rungs' models differ."""
-    base = rows[first]
-    same_model = [r for r in rows if not r["model_note"]]
+def ratio_with_range(
+    a: float, a_range: tuple[float, float], b: float, b_range: tuple[float, float], *, pick: tuple[str, str] | None = None,
+    lower_is_better: bool = False,
+) -> str:
+    """a against b as a ratio with its range (lowest over highest to highest over lowest); when the two ranges overlap
+    it says so: 'within the noise of this machine', and, given `pick` (a's name, b's name), the one it would pick."""
+    low, high = a_range[0] / b_range[1], a_range[1] / b_range[0]
+    if a_range[0] == a_range[1] and b_range[0] == b_range[1]:
+        return f"{ratio_text(a / b)} (one measurement each: no range)"
+    text = f"{ratio_text(a / b)} (range {low:.2f}–{high:.2f}x)"
+    if not _ranges_overlap(a_range, b_range):
+        return text
+    choice = ""
+    if pick is not None:
+        choice = f"; it would pick '{pick[0] if (a <= b) == lower_is_better else pick[1]}'"
+    return f"within the noise of this machine: measured {ratio_text(a / b)} (range {low:.2f}–{high:.2f}x){choice}"
+
+
+def _efficiency(row: Any) -> tuple[float, float, float]:
+    """(median, low, high) of a ladder row's or a PipelineResult's pipeline efficiency."""
+    get = row.get if isinstance(row, dict) else lambda key: getattr(row, key, None)
+    median = get("pipeline_efficiency")
+    low, high = get("efficiency_range") or (median, median)
+    return median, low, high
+
+
+def efficiency_text(row: Any) -> str:
+    """A rung's pipeline efficiency with its range, never above 1 as a number: a median above 1 reads '1.0 within the
+    noise (measured 1.38, ...)'; a range whose top passes 1 says that part is noise; and it is as fast as pre-made
+    batches within the noise only with a median of at least 0.95 (one lucky block alone does not make it so)."""
+    median, low, high = _efficiency(row)
+    if median > 1:
+        return f"1.0 within the noise (measured {median:.2f}, range {low:.2f}–{high:.2f})"
+    text = f"{median:.2f} ({low:.2f}–{high:.2f}{'; above 1 only by noise' if high > 1 else ''})"
+    return text + (", as fast as pre-made batches within the noise" if high >= 1.0 and median >= 0.95 else "")
+
+
+def efficiency_cell(row: Any) -> str:
+    """A table cell for a pipeline efficiency: the same rule as efficiency_text, short."""
+    median, low, high = _efficiency(row)
+    if median > 1:
+        return f"1.0 within noise (measured {median:.2f}; {low:.2f}–{high:.2f})"
+    return f"{median:.2f} ({low:.2f}–{high:.2f}{', >1 is noise' if high > 1 else ''})"
+
+
+def busy_summary(rows: Sequence[dict[str, Any]]) -> str:
+    """'other processes used 1.1–1.7 of 2 cores during the measurements of every rung' for the rows measured while
+    the machine was busy (their `load_note`), or an empty string when none was."""
+    busy = [r for r in rows if r.get("load_note")]
+    if not busy:
+        return ""
+    if not all(r.get("load") for r in busy):
+        return "; ".join(f"'{r['name']}': {r['load_note']}" for r in busy)
+    others = [r["load"]["other_cores"] for r in busy]
+    used = f"{min(others):.1f}–{max(others):.1f}" if max(others) - min(others) >= 0.05 else f"{max(others):.1f}"
+    which = "every rung" if len(busy) == len(rows) else ", ".join(f"'{r['name']}'" for r in busy)
+    return f"other processes used {used} of {busy[0]['load']['cores']} cores during the measurements of {which}"
+
+
+def load_text(rows: Sequence[dict[str, Any]]) -> str:
+    """A sentence for the rungs measured while other processes kept the machine busy (empty when none was)."""
+    summary = busy_summary(rows)
+    return f" Measured on a busy machine ({summary}): these numbers include that load." if summary else ""
+
+
+def by_role(rows: Sequence[dict[str, Any]], role: str) -> dict[str, Any]:
+    """The ladder row with this role (an error naming the roles there are when no rung has it)."""
+    for row in rows:
+        if row.get("role") == role:
+            return row
+    raise KeyError(f"no ladder rung has the role {role!r}; the rungs' roles are {[r.get('role') for r in rows]}")
+
+
+def _rate(row: dict[str, Any], key: str) -> tuple[float, tuple[float, float]]:
+    return row[key], row.get(f"{key}_range") or (row[key], row[key])
+
+
+def _ceiling_noise(rows: Sequence[dict[str, Any]]) -> tuple[list[str], set[int]]:
+    """Sentences for ceiling rungs that measured slower than the rung they bound (noise, not a ranking), and the ids
+    of those ceilings, which the end-to-end ranking leaves out."""
+    lines, left_out = [], set()
+    for ceiling in (r for r in rows if r.get("bounds")):
+        bounded = by_role(rows, ceiling["bounds"])
+        slower = [f"{what} {ceiling[key]:.0f} against {bounded[key]:.0f} samples/s"
+                  for key, what in (("loader_samples_per_s", "loader alone"), ("fed_samples_per_s", "end to end"))
+                  if ceiling[key] < bounded[key]]  # fmt: skip
+        if slower:
+            left_out.add(id(ceiling))
+            lines.append(
+                f"The ceiling '{ceiling['name']}' measured slower than '{bounded['name']}', which it bounds "
+                f"({'; '.join(slower)}): that difference is this machine's noise, not a ranking."
+            )
+    return lines, left_out
+
+
+def ladder_verdict(rows: Sequence[dict[str, Any]], *, first: str = "seed post") -> str:
+    """02, 04: the ladder read like for like: loader-only rates against the rung with role `first` (with ranges;
+    overlapping ones named as noise), end to end among rungs that feed the same model (fastest against the next, with
+    ranges), ceilings that measured slower than what they bound named as noise, and which rungs' models differ."""
+    base = by_role(rows, first)
     parts = []
     for r in rows:
-        if r is base:
-            continue
-        parts.append(f"'{r['name']}' {ratio_text(r['samples_per_s'] / base['samples_per_s'])}"
-                     + _noise_note(r.get("samples_per_s_range"), base.get("samples_per_s_range")))
+        if r is not base:
+            ratio = ratio_with_range(*_rate(r, "loader_samples_per_s"), *_rate(base, "loader_samples_per_s"),
+                                     pick=(r["name"], base["name"]))  # fmt: skip
+            parts.append(f"'{r['name']}' {ratio}")
     lines = [f"Loader alone, against '{base['name']}': " + "; ".join(parts) + "."]
+    noise, left_out = _ceiling_noise(rows)
+    same_model = [r for r in rows if not r["model_note"] and id(r) not in left_out]
     if len(same_model) >= 2:
-        fast = max(same_model, key=lambda r: r["fed_samples_per_s"])
-        runner_up = max((r for r in same_model if r is not fast), key=lambda r: r["fed_samples_per_s"])
+        fast, runner_up = sorted(same_model, key=lambda r: r["fed_samples_per_s"], reverse=True)[:2]
+        ratio = ratio_with_range(*_rate(fast, "fed_samples_per_s"), *_rate(runner_up, "fed_samples_per_s"),
+                                 pick=(fast["name"], runner_up["name"]))  # fmt: skip
         lines.append(
             "End to end, feeding the same model: "
-            + ", ".join(f"'{r['name']}' {r['fed_samples_per_s']:.0f}" for r in same_model)
-            + f" samples/s; the fastest, '{fast['name']}', {ratio_text(fast['fed_samples_per_s'] / runner_up['fed_samples_per_s'])} "
-            f"the next, '{runner_up['name']}'. Pipeline efficiency (fed / pre-made): "
+            + ", ".join(f"'{r['name']}' {_span(*_rate(r, 'fed_samples_per_s'))}" for r in same_model)
+            + f" samples/s; the fastest, '{fast['name']}', against the next, '{runner_up['name']}': {ratio}. "
+            "Pipeline efficiency (fed / pre-made): "
             + "; ".join(f"'{r['name']}' {efficiency_text(r)}" for r in same_model) + "."
         )
+    lines += noise
     for note in dict.fromkeys(r["model_note"] for r in rows if r["model_note"]):
         names = " and ".join(f"'{r['name']}'" for r in rows if r["model_note"] == note)
         lines.append(f"{names} feed{'s' if ' and ' not in names else ''} another model: {note}.")
-    return " ".join(lines)
+    return " ".join(lines) + load_text(rows)
 
 
 def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -118,31 +232,44 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
     return text
 
 
-def layout_verdict(*, rgb_ms: float, word_ms: float) -> str:
-    """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words."""
+def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence[float]) -> str:
+    """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words (given the
+    repeated timings, with their ranges and overlapping ranges named as noise)."""
+    (rgb, rgb_range), (word, word_range) = _times(rgb_ms), _times(word_ms)
+    if rgb_range is not None and word_range is not None:
+        ratio = ratio_with_range(rgb, rgb_range, word, word_range, pick=("3-byte pixels", "32-bit words"),
+                                 lower_is_better=True)  # fmt: skip
+    else:
+        ratio = ratio_text(rgb / word)
     return (
-        f"Flipping and turning 16 crops into one batch took {rgb_ms:.2f} ms as 3-byte pixels and {word_ms:.2f} ms as "
-        f"32-bit words: the 3-byte layout took {ratio_text(rgb_ms / word_ms)} the time of the word layout, which "
-        "uses 4/3 of the memory."
+        f"Flipping and turning 16 crops into one batch took {_span(rgb, rgb_range, 2)} ms as 3-byte pixels and "
+        f"{_span(word, word_range, 2)} ms as 32-bit words: the 3-byte layout took {ratio} the time of the word "
+        "layout, which uses 4/3 of the memory."
     )
 
 
 def seed_claim_verdict(
-    *, before: dict[str, Any], after: dict[str, Any], claimed_before: float, claimed_after: float
+    rows: Sequence[dict[str, Any]], *, claimed_before: float, claimed_after: float, before: str = "seed post",
+    after: str = "lazy crop",
 ) -> str:
-    """02: the post's before/after measured here: like for like first (the loaders alone), then each rung's efficiency
-    and end to end, which mix loader and model when the two rungs feed different models; then the post's claim."""
-    alone = after["samples_per_s"] / before["samples_per_s"]
-    ratio = after["fed_samples_per_s"] / before["fed_samples_per_s"]
+    """02: the post's before/after measured here (the rungs with roles `before` and `after`): like for like first (the
+    loaders alone), then each rung's efficiency and end to end, which mix loader and model when the two rungs feed
+    different models; every ratio with its range; then the post's claim."""
+    old, new = by_role(rows, before), by_role(rows, after)
+    alone = ratio_with_range(*_rate(new, "loader_samples_per_s"), *_rate(old, "loader_samples_per_s"),
+                             pick=(new["name"], old["name"]))  # fmt: skip
+    fed = ratio_with_range(*_rate(new, "fed_samples_per_s"), *_rate(old, "fed_samples_per_s"),
+                           pick=(new["name"], old["name"]))  # fmt: skip
     mixed = " (the 'before' rung trains a model on HR-size inputs, so these two mix loader and model)" if (
-        before["model_note"] != after["model_note"]
+        old["model_note"] != new["model_note"]
     ) else ""
     return (
-        f"Loader alone, like for like: '{after['name']}' {after['samples_per_s']:.0f} samples/s against "
-        f"{before['samples_per_s']:.0f} for '{before['name']}', {ratio_text(alone)}. Pipeline efficiency "
-        f"{efficiency_text(after)} against {efficiency_text(before)}, and end to end {after['fed_samples_per_s']:.0f} "
-        f"against {before['fed_samples_per_s']:.0f} samples/s, {ratio_text(ratio)}{mixed}. The post reported "
-        f"{claimed_before:g} -> {claimed_after:g} images/s end to end on its GPU, {ratio_text(claimed_after / claimed_before)}."
+        f"Loader alone, like for like: '{new['name']}' {_span(*_rate(new, 'loader_samples_per_s'))} samples/s against "
+        f"{_span(*_rate(old, 'loader_samples_per_s'))} for '{old['name']}', {alone}. Pipeline efficiency "
+        f"{efficiency_text(new)} against {efficiency_text(old)}, and end to end {_span(*_rate(new, 'fed_samples_per_s'))} "
+        f"against {_span(*_rate(old, 'fed_samples_per_s'))} samples/s, {fed}{mixed}. The post reported "
+        f"{claimed_before:g} -> {claimed_after:g} images/s end to end on its GPU, {ratio_text(claimed_after / claimed_before)} "
+        "(its own single measurement: no range)." + load_text([old, new])
     )
 
 
@@ -183,33 +310,37 @@ def channels_last_verdict(table: dict[tuple[str, str], float]) -> str:
     return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)."
 
 
-def augmentation_claim_verdict(
-    *, post: dict[str, Any], native: dict[str, Any], device_rung: dict[str, Any], claimed_ratio: float, device: str
-) -> str:
+def augmentation_claim_verdict(rows: Sequence[dict[str, Any]], *, claimed_ratio: float, device: str) -> str:
     """04: the CIFAR post's claimed augmentation speed-up against the loaders measured on their own (decode and
-    augment), like for like at 32 px first, then the post's 224-px pipeline; says when no GPU was measured."""
+    augment), like for like at 32 px first ("native size" against "device"), then the post's 224-px pipeline ("seed
+    post"), every ratio with its range; says when no GPU was measured."""
+    post, native, device_rung = by_role(rows, "seed post"), by_role(rows, "native size"), by_role(rows, "device")
     where = (f"on {device}" if not device.startswith("cpu") else
              "on the CPU: here the 'device' is the CPU itself, so this run measured no GPU")  # fmt: skip
-    same = device_rung["samples_per_s"] / native["samples_per_s"]
-    noise = _noise_note(device_rung.get("samples_per_s_range"), native.get("samples_per_s_range"))
+    kornia = _rate(device_rung, "loader_samples_per_s")
+    same = ratio_with_range(*kornia, *_rate(native, "loader_samples_per_s"), pick=("kornia", "per-sample PIL"))
+    against_post = ratio_with_range(*kornia, *_rate(post, "loader_samples_per_s"))
     return (
         f"The post claimed {claimed_ratio:.0f}x less augmentation time from moving it to the GPU; its pipeline runs per "
         f"sample on the CPU. Loader alone (decode + augment), measured {where}. At the same 32 px: kornia on the whole "
-        f"dataset {device_rung['samples_per_s']:.0f} images/s against per-sample PIL {native['samples_per_s']:.0f}, "
-        f"{ratio_text(same)}{noise}; the PIL loader decodes a PNG file "
+        f"dataset {_span(*kornia)} images/s against per-sample PIL {_span(*_rate(native, 'loader_samples_per_s'))}, "
+        f"{same}; the PIL loader decodes a PNG file "
         "per sample as well, the on-device one holds decoded pixels, so this ratio is decoding and augmentation "
-        "together. The post's own pipeline (224 px) "
-        f"delivered {post['samples_per_s']:.0f} images/s: kornia at 32 px {ratio_text(device_rung['samples_per_s'] / post['samples_per_s'])} "
-        f"that, a ratio that mixes moving the augmentation with shrinking the crop 49x in pixels. End to end, feeding "
-        f"the same network: {post['fed_samples_per_s']:.0f} (224-px inputs, at the batch its rung names) against "
-        f"{device_rung['fed_samples_per_s']:.0f} images/s."
+        f"together. The post's own pipeline (224 px) delivered {_span(*_rate(post, 'loader_samples_per_s'))} images/s: "
+        f"kornia at 32 px {against_post} that, a ratio that mixes moving the augmentation with shrinking the crop 49x "
+        f"in pixels. End to end, feeding the same network: {_span(*_rate(post, 'fed_samples_per_s'))} (224-px inputs, "
+        f"at the batch its rung names) against {_span(*_rate(device_rung, 'fed_samples_per_s'))} images/s."
+        + load_text([post, native, device_rung])
     )
 
 
-def loader_pair_verdict(rows: Sequence[tuple[str, float]], *, device: str) -> str:
-    """04: two loaders' rates on their own, the second against the first."""
+def loader_pair_verdict(rows: Sequence[tuple[str, Sequence[float]]], *, device: str) -> str:
+    """04: two loaders' rates on their own over interleaved repeats, the second against the first, with ranges."""
     (first, a), (second, b) = rows
-    return f"On {device}, '{second}' delivered {ratio_text(b / a)} the samples/s of '{first}' ({b:.0f} against {a:.0f})."
+    a_rate, b_rate = statistics.median(a), statistics.median(b)
+    ratio = ratio_with_range(b_rate, (min(b), max(b)), a_rate, (min(a), max(a)), pick=(second, first))
+    return (f"On {device}, '{second}' delivered {_span(b_rate, (min(b), max(b)))} samples/s against "
+            f"{_span(a_rate, (min(a), max(a)))} for '{first}' (medians of {len(a)} interleaved repeats): {ratio}.")
 
 
 def sr_verdict(gains: Sequence[float], *, data: str) -> str:
@@ -222,18 +353,27 @@ def sr_verdict(gains: Sequence[float], *, data: str) -> str:
     )
 
 
+def _result_load(results: Sequence[Any]) -> str:
+    """A sentence for PipelineResults measured while other processes kept the machine busy (empty when none was)."""
+    busy = [r.load for r in results if getattr(r, "load", None) is not None and r.load.busy]
+    return f" Measured on a busy machine: {busy[0].note()}." if busy else ""
+
+
 def pipelines_claim_verdict(measured: dict[str, Any], *, claimed_before: float, claimed_after: float) -> str:
     """05: two pipelines feeding the same model, end to end (with ranges over interleaved blocks), then the post's own
     before/after, which was measured elsewhere (its hardware, its 'before')."""
     (before_name, before), (after_name, after) = measured.items()
-    noise = _noise_note(before.samples_per_s_range, after.samples_per_s_range)
+    ratio = ratio_with_range(after.fed_samples_per_s, after.fed_samples_per_s_range, before.fed_samples_per_s,
+                             before.fed_samples_per_s_range, pick=(after_name, before_name))  # fmt: skip
     return (
-        f"End to end, feeding the same model: '{after_name}' {after.samples_per_s:.1f} images/s against "
-        f"'{before_name}' {before.samples_per_s:.1f}, {ratio_text(after.samples_per_s / before.samples_per_s)}{noise}; "
-        f"data-wait per step {after.data_wait_ms:.1f} ms against {before.data_wait_ms:.1f} ms, compute "
-        f"{after.compute_ms:.1f} ms against {before.compute_ms:.1f} ms. Separately, the post reported "
-        f"{claimed_before:g} -> {claimed_after:g} images/s ({ratio_text(claimed_after / claimed_before)}) between its own "
-        "before and after, on its own GPU: not measured here."
+        f"End to end, feeding the same model: '{after_name}' {_span(after.fed_samples_per_s, after.fed_samples_per_s_range, 1)} "
+        f"images/s against '{before_name}' {_span(before.fed_samples_per_s, before.fed_samples_per_s_range, 1)}, {ratio}; "
+        f"data-wait per step {_span(after.data_wait_ms, after.data_wait_ms_range, 1)} ms against "
+        f"{_span(before.data_wait_ms, before.data_wait_ms_range, 1)} ms, compute "
+        f"{_span(after.compute_ms, after.compute_ms_range, 1)} ms against {_span(before.compute_ms, before.compute_ms_range, 1)} "
+        f"ms. Separately, the post reported {claimed_before:g} -> {claimed_after:g} images/s "
+        f"({ratio_text(claimed_after / claimed_before)}) between its own before and after, on its own GPU: not measured here."
+        + _result_load([before, after])
     )
 
 
@@ -244,7 +384,8 @@ def same_steps_verdict(
     """06: the post's set-up against the course's over the same steps (medians over interleaved rounds, with ranges),
     what differs between them besides the loader, and the pixel ratio of their inputs."""
     post, course = statistics.median(post_rates), statistics.median(course_rates)
-    noise = _noise_note((min(post_rates), max(post_rates)), (min(course_rates), max(course_rates)))
+    post_range, course_range = (min(post_rates), max(post_rates)), (min(course_rates), max(course_rates))
+    ratio = ratio_with_range(course, course_range, post, post_range, pick=("the course's", "the post's"))
     differs = ["the loader", f"the input size ({post_px} px against {course_px}: {(post_px / course_px) ** 2:.0f}x the "
                "pixels per image)"]
     if not same_network:
@@ -254,8 +395,8 @@ def same_steps_verdict(
     if post_batch != course_batch:
         differs.append(f"the batch ({post_batch} against {course_batch})")
     return (
-        f"The course's set-up trained {course:.1f} images/s and the post's {post:.1f} (medians over {len(post_rates)} "
-        f"interleaved rounds): {ratio_text(course / post)}{noise}. The two differ in {', '.join(differs[:-1])} and "
+        f"The course's set-up trained {_span(course, course_range, 1)} images/s and the post's {_span(post, post_range, 1)} "
+        f"(medians over {len(post_rates)} interleaved rounds): {ratio}. The two differ in {', '.join(differs[:-1])} and "
         f"{differs[-1]}, so the ratio is the set-ups', not the loader's alone."
     )
 
@@ -290,14 +431,25 @@ def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:
 
 
 def gan_verdict(rows: dict[str, Any], *, batch: int) -> str:
-    """07: the GAN step's compute against the generator's alone, and what a second loader cost."""
+    """07: the GAN step's compute against the generator's alone, and what a second loader cost, each with its range
+    over interleaved blocks (overlapping ranges named as noise)."""
     (g_name, g), (shared_name, shared), (second_name, second) = rows.items()
+    compute = ratio_with_range(shared.compute_ms, shared.compute_ms_range, g.compute_ms, g.compute_ms_range)
+    waits = ratio_with_range(second.data_wait_ms, second.data_wait_ms_range, shared.data_wait_ms,
+                             shared.data_wait_ms_range, pick=(second_name, shared_name), lower_is_better=True)  # fmt: skip
+    rate = ratio_with_range(shared.fed_samples_per_s, shared.fed_samples_per_s_range, second.fed_samples_per_s,
+                            second.fed_samples_per_s_range, pick=(shared_name, second_name))  # fmt: skip
+
+    def per_batch(r: Any) -> str:
+        return _span(r.fed_samples_per_s / batch, tuple(v / batch for v in r.fed_samples_per_s_range), 2)
+
     return (
-        f"Compute per iteration: '{shared_name}' {shared.compute_ms:.1f} ms against {g.compute_ms:.1f} ms for "
-        f"'{g_name}' ({ratio_text(shared.compute_ms / g.compute_ms)}). Data-wait: {shared.data_wait_ms:.2f} ms with "
-        f"one shared loader, {second.data_wait_ms:.2f} ms when D draws from a second loader (whose draws are timed "
-        f"as compute: {second.compute_ms:.1f} ms); {shared.samples_per_s / batch:.2f} against "
-        f"{second.samples_per_s / batch:.2f} GAN iterations/s."
+        f"Compute per iteration: '{shared_name}' {_span(shared.compute_ms, shared.compute_ms_range, 1)} ms against "
+        f"{_span(g.compute_ms, g.compute_ms_range, 1)} ms for '{g_name}', {compute}. Data-wait: "
+        f"{_span(shared.data_wait_ms, shared.data_wait_ms_range, 2)} ms with one shared loader, "
+        f"{_span(second.data_wait_ms, second.data_wait_ms_range, 2)} ms when D draws from a second loader (whose draws "
+        f"are timed as compute: {_span(second.compute_ms, second.compute_ms_range, 1)} ms), {waits}; "
+        f"{per_batch(shared)} against {per_batch(second)} GAN iterations/s, {rate}." + _result_load([g, shared, second])
     )
 
 

@@ -35,11 +35,14 @@ def test_bench_cli_writes_the_ladder_json(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COURSE_PROFILE", "smoke")
     out = tmp_path / "sr.json"
     assert main(["sr", "--json", str(out), "--hr-crop", "48", "--batch-size", "4"]) == 0
-    rungs = json.loads(out.read_text())["rungs"]
-    assert rungs[0]["name"].startswith("naive: pre-upscaled files from disk")
+    payload = json.loads(out.read_text())
+    rungs = payload["rungs"]
+    assert rungs[0]["name"].startswith("naive: pre-upscaled files from disk") and rungs[0]["role"] == "seed post"
     assert any("lazy" in r["name"] for r in rungs)
     for rung in rungs:
-        assert rung["samples_per_s"] > 0 and 0 < rung["pipeline_efficiency"]
+        assert rung["loader_samples_per_s"] > 0 and 0 < rung["pipeline_efficiency"] and rung["load"]["cores"] >= 1
+    assert payload["profile"] == "smoke" and payload["device"] == "cpu" and "dirty" in payload and "commit" in payload
+    assert payload["load"]["cores"] >= 1
     assert "| rung |" in capsys.readouterr().out
 
 
@@ -54,3 +57,72 @@ def test_jpeg_decode_benchmark_measures_cpu_decoders_and_explains_skips(tmp_path
     assert rows[0]["images_per_s"] > 0 and rows[1]["images_per_s"] > 0
     skipped = [r for r in rows if r["images_per_s"] is None]
     assert skipped and all(r["note"].startswith("skipped:") for r in skipped)
+
+
+def _worker_rung(name, seen):
+    import psutil
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from helpers.course.ladders import Rung
+
+    def build():
+        data = TensorDataset(torch.zeros(64, 3), torch.zeros(64, 1))
+        return DataLoader(data, batch_size=4, num_workers=1, persistent_workers=True)
+
+    def make_step(model):
+        def step(batch):
+            alive = [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
+            seen.append((name, len(alive), torch.get_num_threads()))
+            model(batch[0]).sum().backward()
+
+        return step
+
+    return Rung(name, build, lambda: nn.Linear(3, 1), workers=1, make_step=make_step, role=name)
+
+
+def test_only_the_rung_whose_turn_it_is_has_live_workers_and_threads_are_restored(capsys):
+    import psutil
+
+    from helpers.course.ladders import run_ladder
+    from helpers.env import usable_cpu_count
+
+    seen, before = [], torch.get_num_threads()
+    rows, timing = run_ladder([_worker_rung("a", seen), _worker_rung("b", seen)], device=torch.device("cpu"),
+                              rounds=3, turn_s=0.05)  # fmt: skip
+    assert torch.get_num_threads() == before  # restored after the ladder
+    assert {name for name, _, _ in seen} == {"a", "b"}
+    assert max(alive for _, alive, _ in seen) == 1  # its own worker, never the other rung's as well
+    assert {threads for _, _, threads in seen} == {max(1, usable_cpu_count() - 1)}  # the workers' core left to them
+    assert "CPU budget on" in timing and "'a' 1 worker + " in timing
+    assert [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE] == []
+    assert [r["role"] for r in rows] == ["a", "b"] and all(r["load"]["cores"] >= 1 for r in rows)
+
+
+def test_the_sr_ladder_keeps_its_workers_within_the_cpu_budget(tmp_path):
+    from helpers.course.ladders import sr_ladder
+    from helpers.env import usable_cpu_count
+
+    rungs = sr_ladder(_photos(tmp_path), device=torch.device("cpu"), batch_size=2, hr_crop=32, workers=64)
+    assert all(r.workers + max(1, usable_cpu_count() - r.workers) <= max(2, usable_cpu_count()) for r in rungs)
+    assert [r.role for r in rungs] == ["seed post", "in memory", "lazy crop", "lazy crop, workers", "decoded cache"]
+
+
+def test_the_notebooks_build_their_ladders_through_the_benchs_path():
+    # one construction path: a notebook that assembled its own rungs could drift from python -m helpers.bench
+    import inspect
+    from pathlib import Path
+
+    import nbformat
+
+    from helpers.course import ladders
+
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
+    for pattern, path in (("measure_sr_ladder(", "sr"), ("measure_cifar_ladder(", "cifar")):
+        assert pattern in inspect.getsource(getattr(ladders, f"_{path}_command"))
+        users = [p.name for p in sorted(notebooks.glob("*.ipynb"))
+                 if pattern in "\n".join(c.source for c in nbformat.read(p, 4).cells if c.cell_type == "code")]  # fmt: skip
+        assert users, f"no notebook runs {pattern}"
+    for p in sorted(notebooks.glob("*.ipynb")):
+        code = "\n".join(c.source for c in nbformat.read(p, 4).cells if c.cell_type == "code")
+        assert "run_ladder(" not in code, f"{p.name} runs a ladder of its own making: use measure_*_ladder"

@@ -54,7 +54,11 @@ def test_runner_executes_and_reports(tmp_path, monkeypatch):
     assert "00_good" in text and "FAILED" in text and "smoke" in text and "BSDS300 stand-in" in text
     assert "## ladder" in text and "| rung | 42 |" in text
     assert "00_good.html" in index.read_text() and "<h2>ladder</h2>" in index.read_text()
-    assert len(json.loads((tmp_path / "out" / "runs.json").read_text())) == 2
+    saved = json.loads((tmp_path / "out" / "runs.json").read_text())
+    assert len(saved["runs"]) == 2 and saved["provenance"]["profile"] == "smoke"
+    assert saved["provenance"]["device"] == "cpu" and {"commit", "dirty", "load"} <= set(saved["provenance"])
+    assert saved["runs"][0]["load"]["cores"] >= 1 and "other processes' CPU" in text
+    assert f"{good.load['other_cores']:.1f} of {good.load['cores']} cores" in text and "- provenance: " in text
     assert not _kernel_children(), "the runner must stop each notebook's kernel before the next one starts"
 
 
@@ -126,7 +130,7 @@ def test_dead_kernels_are_reported_and_the_next_notebook_runs(tmp_path, no_data)
     started = time.monotonic()
     code = run_course("smoke", out, [killed, zombie, good], limit_s=120)
     elapsed = time.monotonic() - started
-    runs = json.loads((out / "runs.json").read_text())
+    runs = json.loads((out / "runs.json").read_text())["runs"]
     assert code == 1
     assert [r["name"] for r in runs] == ["00_killed", "01_zombie", "02_good"]
     assert runs[0]["error"] == "kernel died (signal 9 (SIGKILL)) at cell 2 of 3" and runs[0]["executed_cells"] == 1
@@ -203,9 +207,22 @@ def test_ctrl_c_stops_run_course_and_puts_the_signal_handlers_back(tmp_path, no_
     threading.Thread(target=press_ctrl_c, daemon=True).start()
     assert run_course("smoke", out, notebooks, limit_s=120) == 128 + signal.SIGINT
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
-    runs = json.loads((out / "runs.json").read_text())
+    runs = json.loads((out / "runs.json").read_text())["runs"]
     assert [(r["name"], r["error"], r["interrupted"], r["executed_cells"]) for r in runs] == [
         ("00_sleeping", "interrupted by SIGINT at cell 2 of 2", True, 1)
     ]
     assert nbformat.read(out / "notebooks" / "00_sleeping.ipynb", as_version=4).cells[0].execution_count == 1
     assert not _kernel_children(), [(p, report._process_state(p)) for p in _kernel_children()]
+
+
+def test_the_summary_says_which_notebooks_ran_on_a_busy_machine():
+    from helpers.course.report import NotebookRun, provenance_line
+
+    quiet = {"other_cores": 0.0, "cores": 2, "seconds": 5.0, "load_average": 0.1, "busy": False}
+    busy = {"other_cores": 0.8, "cores": 2, "seconds": 5.0, "load_average": 1.9, "busy": True}
+    runs = [NotebookRun("01_a", 5.0, 1, 1, "a", "a", load=quiet), NotebookRun("02_b", 5.0, 1, 1, "b", "b", load=busy)]
+    line = provenance_line(runs, {"commit": "0123456789abcdef", "dirty": True})
+    assert line.startswith("commit 0123456789ab with uncommitted changes")
+    assert "up to 0.8 of 2 cores" in line and "busy during 02_b" in line and "01_a" not in line
+    assert provenance_line(runs[:1], {"commit": None, "dirty": None}).startswith("not a git checkout")
+    assert "busy during" not in provenance_line(runs[:1], {"commit": None, "dirty": None})

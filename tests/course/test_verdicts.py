@@ -25,70 +25,149 @@ def test_sweep_verdict_names_settings_within_the_noise():
     assert "within this machine's noise" in text and "fewest workers among them 2" in text
 
 
-def _ladder_row(name, alone, fed, ideal, efficiency, note=""):
-    return {"name": name, "samples_per_s": alone, "fed_samples_per_s": fed, "ideal_samples_per_s": ideal,
-            "pipeline_efficiency": efficiency, "model_note": note}  # fmt: skip
+def _ladder_row(name, alone, fed, premade, efficiency, note="", role=None, spread=0.02, **extra):
+    def span(v):
+        return (v * (1 - spread), v * (1 + spread))
+
+    return {"name": name, "role": role or name, "bounds": "", "model_note": note,
+            "loader_samples_per_s": alone, "loader_samples_per_s_range": span(alone),
+            "fed_samples_per_s": fed, "fed_samples_per_s_range": span(fed),
+            "premade_samples_per_s": premade, "premade_samples_per_s_range": span(premade),
+            "pipeline_efficiency": efficiency, "efficiency_range": (efficiency - 0.01, min(efficiency + 0.01, 1.0)),
+            "load_note": "", **extra}  # fmt: skip
 
 
 def test_ladder_verdict_compares_end_to_end_only_among_rungs_with_the_same_model():
     rows = [
-        _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs"),
+        _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs", role="seed post"),
         _ladder_row("lazy", 600, 151, 300, 0.50),
         _ladder_row("cache", 30000, 241, 250, 0.96),
     ]
     text = verdicts.ladder_verdict(rows)
     # the efficient-looking traditional rung is not in it; the fastest is set against the next, not the slowest
-    assert "'lazy' 151, 'cache' 241 samples/s; the fastest, 'cache', 1.6x the next, 'lazy'" in text
+    assert "'lazy' 151 (148–154), 'cache' 241 (236–246) samples/s" in text
+    assert "the fastest, 'cache', against the next, 'lazy': 1.6x (range 1.53–1.66x)" in text
     assert "'traditional' 12" not in text
-    assert "'traditional' feeds another model: HR-size inputs" in text and "'cache' 300.0x" in text
+    assert "'traditional' feeds another model: HR-size inputs" in text and "'cache' 300.0x (range 288.24–312.24x)" in text
+
+
+def test_every_ladder_ratio_carries_its_range_and_rows_are_found_by_role_not_position():
+    rows = [_ladder_row("lazy", 600, 151, 300, 0.50), _ladder_row("cache", 30000, 241, 250, 0.96),
+            _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs", role="seed post")]  # fmt: skip
+    text = verdicts.ladder_verdict(rows)
+    assert text.startswith("Loader alone, against 'traditional':")  # the seed post, wherever it stands
+    for ratio in ("6.0x", "300.0x", "1.6x"):
+        assert f"{ratio} (range " in text, ratio
+    try:
+        verdicts.ladder_verdict(rows, first="native size")
+    except KeyError as error:
+        assert "native size" in str(error) and "seed post" in str(error)
+    else:
+        raise AssertionError("a missing role must raise")
 
 
 def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
-    before = _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs")
-    after = _ladder_row("lazy", 600, 151, 300, 0.50)
-    text = verdicts.seed_claim_verdict(before=before, after=after, claimed_before=18, claimed_after=25)
-    assert "12.6x" in text and "1.4x" in text and "these two mix loader and model" in text
+    rows = [_ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs", role="seed post"),
+            _ladder_row("memory", 150, 13, 14, 0.9, note="HR-size inputs", role="in memory"),
+            _ladder_row("lazy", 600, 151, 300, 0.50, role="lazy crop")]  # fmt: skip
+    text = verdicts.seed_claim_verdict(rows, claimed_before=18, claimed_after=25)
+    assert "12.6x (range" in text and "1.4x" in text and "these two mix loader and model" in text
     # like for like first: the loaders alone (600/100); then efficiency and end to end, which mix loader and model
     # (the efficiency is not inside the like-for-like sentence); then the post's claim on its own
     like_for_like = text[: text.index(". ")]
-    assert "6.0x" in like_for_like and "efficiency" not in like_for_like
+    assert "6.0x (range 5.76–6.24x)" in like_for_like and "efficiency" not in like_for_like
     assert text.index("6.0x") < text.index("Pipeline efficiency") < text.index("end to end") < text.index("12.6x")
     assert text.index("12.6x") < text.index("The post reported")
 
 
-def test_ladder_verdict_names_overlapping_ranges_and_efficiency_above_one_as_noise():
+def test_overlapping_ranges_read_within_the_noise_with_the_candidate_it_would_pick():
     rows = [
-        {**_ladder_row("plain", 1000, 200, 210, 0.95), "samples_per_s_range": (900, 1100), "efficiency_range": (0.9, 0.99)},
-        {**_ladder_row("tuned", 1050, 205, 200, 1.02), "samples_per_s_range": (950, 1150), "efficiency_range": (0.97, 1.06)},
-    ]
+        {**_ladder_row("plain", 1000, 200, 210, 0.95, role="seed post"), "loader_samples_per_s_range": (900, 1100),
+         "fed_samples_per_s_range": (190, 215), "efficiency_range": (0.9, 0.99)},
+        {**_ladder_row("tuned", 1050, 205, 200, 1.02), "loader_samples_per_s_range": (950, 1150),
+         "fed_samples_per_s_range": (195, 210), "efficiency_range": (0.97, 1.06)},
+    ]  # fmt: skip
     text = verdicts.ladder_verdict(rows)
-    assert "'tuned' 1.1x (ranges overlap: within the noise)" in text
-    assert "'tuned' 1.02 (0.97–1.06), as fast as pre-made batches within the noise" in text and "best" not in text
+    assert "'tuned' within the noise of this machine: measured 1.1x (range 0.86–1.28x); it would pick 'tuned'" in text
+    assert "against the next, 'plain': within the noise of this machine" in text and "it would pick 'tuned'" in text
+    assert "best" not in text
+
+
+def test_an_efficiency_above_one_never_stands_as_a_number():
+    assert verdicts.efficiency_text({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}) == (
+        "1.0 within the noise (measured 1.38, range 1.10–1.58)")
+    assert verdicts.efficiency_cell({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}).startswith(
+        "1.0 within noise (measured 1.38")
+    within = verdicts.efficiency_text({"pipeline_efficiency": 0.97, "efficiency_range": (0.95, 1.04)})
+    assert within == "0.97 (0.95–1.04; above 1 only by noise), as fast as pre-made batches within the noise"
 
 
 def test_one_lucky_block_does_not_make_a_rung_as_fast_as_pre_made_batches():
     # the contradiction a reader found: a rung waiting 14% of each step (median 0.85) reached 1.08 in one block
     text = verdicts.efficiency_text({"pipeline_efficiency": 0.85, "efficiency_range": (0.84, 1.08)})
-    assert text == "0.85 (0.84–1.08)"
+    assert text == "0.85 (0.84–1.08; above 1 only by noise)"
+    assert verdicts.efficiency_text({"pipeline_efficiency": 0.85, "efficiency_range": (0.8, 0.9)}) == "0.85 (0.80–0.90)"
+
+
+def _cifar_rows(ceiling_fed=2600.0, ceiling_alone=30000.0):
+    return [_ladder_row("post", 700, 28, 31, 0.9, role="seed post"), _ladder_row("pil32", 1800, 600, 1700, 0.37,
+            role="native size"), _ladder_row("kornia", 20000, 2495, 2500, 1.0, role="device"),
+            {**_ladder_row("ceiling", ceiling_alone, ceiling_fed, 2600, 0.99, role="ceiling"), "bounds": "device"}]  # fmt: skip
+
+
+def test_a_ceiling_that_measures_slower_than_what_it_bounds_is_noise_not_a_ranking():
+    # the contradiction a reader found: the ceiling fed 1,104 samples/s against 2,495 for the rung it bounds, and the
+    # verdict called the augmented one "2.3x the next"
+    text = verdicts.ladder_verdict(_cifar_rows(ceiling_fed=1104), first="native size")
+    assert "The ceiling 'ceiling' measured slower than 'kornia', which it bounds (end to end 1104 against 2495 " \
+           "samples/s): that difference is this machine's noise, not a ranking." in text
+    assert "the fastest, 'kornia', against the next, 'pil32'" in text and "'ceiling' 1104" not in text
+    fine = verdicts.ladder_verdict(_cifar_rows(), first="native size")
+    assert "measured slower" not in fine and "the fastest, 'ceiling', against the next, 'kornia'" in fine
+
+
+def test_a_busy_block_says_so_in_the_verdict_and_the_table():
+    from helpers.course.ladders import ladder_table
+
+    rows = _cifar_rows()
+    rows[2]["load_note"] = "other processes used 0.8 of 2 cores during this measurement"
+    for row in rows:
+        row["loader_vs_first"], row["data_wait_ms"], row["compute_ms"], row["premade_step_ms"] = 1.0, 1.0, 2.0, 2.0
+        row["rounds"] = 3
+    rows[2]["load"] = {"other_cores": 0.8, "cores": 2, "busy": True}
+    assert "Measured on a busy machine (other processes used 0.8 of 2 cores during the measurements of 'kornia')" \
+        in verdicts.ladder_verdict(rows, first="native size")
+    table = ladder_table(rows)
+    assert "measured on a busy machine: other processes used 0.8 of 2 cores during the measurements of 'kornia'" \
+        in table and "'post'" not in table.split("busy machine")[1]
+    for row in rows:
+        row["load_note"], row["load"] = "busy", {"other_cores": row["pipeline_efficiency"], "cores": 2, "busy": True}
+    assert "other processes used 0.4–1.0 of 2 cores during the measurements of every rung" in ladder_table(rows)
+    quiet = [dict(row, load_note="") for row in rows]
+    assert "busy" not in ladder_table(quiet) and "busy" not in verdicts.ladder_verdict(quiet, first="native size")
 
 
 def test_augmentation_claim_verdict_compares_like_for_like_first_and_says_no_gpu_was_measured():
-    post = {**_ladder_row("post", 700, 28, 31, 0.9), "samples_per_s_range": (650, 750)}
-    native = {**_ladder_row("pil32", 1800, 600, 1700, 0.37), "samples_per_s_range": (1700, 1900)}
-    kornia = {**_ladder_row("kornia", 20000, 2100, 2100, 1.0), "samples_per_s_range": (19000, 21000)}
-    text = verdicts.augmentation_claim_verdict(post=post, native=native, device_rung=kornia, claimed_ratio=32,
-                                               device="cpu")  # fmt: skip
+    rows = _cifar_rows()
+    rows[2]["loader_samples_per_s"] = 20000
+    text = verdicts.augmentation_claim_verdict(rows, claimed_ratio=32, device="cpu")
     assert "measured no GPU" in text and "decode + augment" in text
-    assert text.index("11.1x") < text.index("28.6x")  # same 32 px (20000/1800) before the post's 224-px pipeline
-    on_gpu = verdicts.augmentation_claim_verdict(post=post, native=native, device_rung=kornia, claimed_ratio=32,
-                                                 device="cuda:0")  # fmt: skip
+    assert text.index("11.1x (range") < text.index("28.6x (range")  # same 32 px before the post's 224-px pipeline
+    on_gpu = verdicts.augmentation_claim_verdict(rows, claimed_ratio=32, device="cuda:0")
     assert "measured no GPU" not in on_gpu and "on cuda:0" in on_gpu
+
+
+def test_loader_pair_verdict_gives_the_ratio_with_its_range_or_the_noise():
+    apart = verdicts.loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [400, 420, 380])], device="cpu")
+    assert "4.0x (range 3.45–4.67x)" in apart and "within the noise" not in apart
+    close = verdicts.loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [105, 115, 95])], device="cpu")
+    assert "within the noise of this machine" in close and "it would pick 'device'" in close
 
 
 def test_same_steps_verdict_names_everything_the_two_set_ups_differ_in():
     text = verdicts.same_steps_verdict(post_rates=[2.0, 2.2, 1.9], course_rates=[30.0, 28.0, 31.0], post_px=224,
                                        course_px=32, post_batch=8, course_batch=32, same_network=False)  # fmt: skip
-    assert "15.0x" in text and "ImageNet-stem" in text and "batch (8 against 32)" in text and "49x the pixels" in text
+    assert "15.0x (range 12.73–16.32x)" in text and "ImageNet-stem" in text and "batch (8 against 32)" in text and "49x the pixels" in text
     assert "not the loader's alone" in text and "3.1x the positions" in text  # (224/4)^2 against 32^2
 
 
@@ -108,13 +187,34 @@ def test_precision_verdict_marks_emulated_precisions_and_compares_losses_at_a_co
     assert "After 3 steps" in text and "fp32 0.3000" in text
 
 
-def test_gan_verdict_reports_the_measured_direction():
+def _result(compute, wait, rate, spread=0.02, busy=False):
+    from helpers.loadmeter import LoadReading
+
+    def span(v):
+        return (v * (1 - spread), v * (1 + spread))
+
+    load = LoadReading(0.8 if busy else 0.0, 2, 1.0)
+    return SimpleNamespace(compute_ms=compute, compute_ms_range=span(compute), data_wait_ms=wait,
+                           data_wait_ms_range=span(wait), fed_samples_per_s=rate, fed_samples_per_s_range=span(rate),
+                           load=load)  # fmt: skip
+
+
+def test_gan_verdict_reports_the_measured_direction_with_ranges():
     # the contradiction a reader found: prose said the GAN step costs more compute; the run measured less
-    g = SimpleNamespace(compute_ms=1511.0, data_wait_ms=1.0, samples_per_s=10.0)
-    shared = SimpleNamespace(compute_ms=481.0, data_wait_ms=1.0, samples_per_s=30.0)
-    second = SimpleNamespace(compute_ms=500.0, data_wait_ms=1.2, samples_per_s=28.0)
+    g, shared, second = _result(1511.0, 1.0, 10.0), _result(481.0, 1.0, 30.0), _result(500.0, 1.2, 28.0, spread=0.1)
     text = verdicts.gan_verdict({"G": g, "GAN shared": shared, "GAN second": second}, batch=16)
-    assert "481.0 ms against 1511.0 ms" in text and "0.32x (less)" in text
+    assert "481.0 (471.4–490.6) ms against 1511.0 (1480.8–1541.2) ms" in text and "0.32x (less) (range" in text
+    assert "within the noise of this machine" in text  # 30 against 28 (25.2–30.8) iterations overlap
+    assert "busy" not in text
+    busy = verdicts.gan_verdict({"G": g, "GAN shared": _result(481.0, 1.0, 30.0, busy=True), "GAN second": second},
+                                batch=16)  # fmt: skip
+    assert "other processes used 0.8 of 2 cores during this measurement" in busy
+
+
+def test_pipelines_claim_verdict_gives_each_side_its_range():
+    before, after = _result(10.0, 40.0, 20.0), _result(10.0, 1.0, 60.0)
+    text = verdicts.pipelines_claim_verdict({"before": before, "after": after}, claimed_before=18, claimed_after=25)
+    assert "'after' 60.0 (58.8–61.2) images/s against 'before' 20.0 (19.6–20.4), 3.0x (range 2.88–3.12x)" in text
 
 
 def test_sr_verdict_states_the_spread_over_images():
@@ -148,3 +248,18 @@ def test_census_verdict_on_a_stand_in_says_it_cannot_test_the_claim():
     assert real.startswith("0 of 26 images are 288x288; 25 have") and "cannot test" not in real
     standin = verdicts.census_verdict(census, claimed=(288, 288), standard={(481, 321), (321, 481)}, standin=True)
     assert "cannot test the claim" in standin
+
+
+def test_decode_and_layout_verdicts_give_repeated_timings_their_ranges():
+    text = verdicts.decode_verdict([1.0, 1.1, 0.9], [4.0, 4.2, 3.8], (481, 321), (481, 321))
+    assert "1.00 (0.90–1.10) ms against 4.00 (3.80–4.20) ms" in text and "0.25x (less) (range 0.21–0.29x)" in text
+    close = verdicts.decode_verdict([3.9, 4.1, 4.3], [4.0, 4.2, 3.8], (481, 321), (481, 321))
+    assert "within the noise of this machine" in close and "cropping saved no decoding time" in close
+    layout = verdicts.layout_verdict(rgb_ms=[2.0, 2.2, 1.8], word_ms=[1.0, 1.1, 0.9])
+    assert "2.00 (1.80–2.20) ms as 3-byte pixels" in layout and "2.0x (range 1.64–2.44x)" in layout
+    assert "cropping took 25% of a full decode" in verdicts.decode_verdict(1.0, 4.0, (1, 1), (2, 2))
+
+
+def test_a_single_measurement_on_each_side_says_it_has_no_range():
+    text = verdicts.ratio_with_range(4.15, (4.15, 4.15), 1.0, (1.0, 1.0), pick=("a", "b"))
+    assert text == "4.2x (one measurement each: no range)"

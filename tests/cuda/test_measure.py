@@ -37,3 +37,45 @@ def test_the_pipeline_measurement_reports_the_peak_of_its_measured_blocks(cuda):
     result = measure_pipeline(_batches(), step, cuda, steps_per_block=2, blocks=2, warmup=1, premade=2)
     assert result.peak_device_mib == torch.cuda.max_memory_allocated(cuda) / MIB
     assert 64 <= result.peak_device_mib < 256
+
+
+def test_a_large_pinned_host_to_device_copy_shows_as_data_wait(cuda):
+    from helpers.measure import PipelineProbe, seconds_per_call
+
+    batch = torch.zeros(64, 1024, 1024, dtype=torch.float32).pin_memory()  # 256 MiB, pinned: copied non-blocking
+
+    def loader():
+        while True:
+            yield batch
+
+    copy_s = seconds_per_call(lambda: batch.to(cuda, non_blocking=True), calls=3, device=cuda)
+    probe = PipelineProbe(loader(), lambda b: b[0, 0, 0].add_(1), cuda, premade=1, warmup=1)
+    probe.fed_block(4)
+    probe.premade_block(4)
+    result = probe.result()
+    # without the synchronisation after the copy, a non-blocking copy returns at once and its time lands in compute
+    assert result.data_wait_ms >= 0.5 * 1000 * copy_s, (result.data_wait_ms, copy_s)
+    assert result.data_wait_ms > result.compute_ms
+
+
+def test_an_on_device_loaders_rate_alone_is_bounded_by_its_kernels(cuda):
+    from helpers.measure import PipelineProbe, seconds_per_call, time_batches
+
+    a = torch.randn(2048, 2048, device=cuda)
+
+    def make() -> torch.Tensor:
+        out = a
+        for _ in range(8):  # queued kernels: the host returns long before they have run
+            out = out @ a / 2048
+        return out[:16]
+
+    def loader():
+        while True:
+            yield make()
+
+    kernel_s = seconds_per_call(make, calls=5, device=cuda)  # one batch's kernels, synchronised
+    assert seconds_per_call(make, calls=5) >= 0.5 * kernel_s  # no device given: CUDA in use is synchronised anyway
+    bound = 16 / kernel_s  # samples/s the kernels allow at most
+    assert time_batches(loader(), 40, device=cuda)["samples_per_s"] <= 1.5 * bound
+    probe = PipelineProbe(loader(), lambda b: None, cuda, premade=1, warmup=1)
+    assert probe.loader_block(40) <= 1.5 * bound

@@ -130,3 +130,18 @@ def test_a_malformed_step_line_is_a_clear_error(tmp_path):
 def test_the_slug_names_files_safely():
     assert gpu_summary.slug("NVIDIA H200") == "nvidia-h200"
     assert gpu_summary.slug("NVIDIA GeForce RTX 4090 (24 GB)") == "nvidia-geforce-rtx-4090-24-gb"
+
+
+def test_the_summary_records_profile_device_and_each_benchmarks_load(work, monkeypatch):
+    monkeypatch.setenv("GPU_CHECK_COMMIT", "0123456789abcdef")
+    rung = {**RUNG, "loader_samples_per_s": RUNG["samples_per_s"], "loader_vs_first": 52.1}
+    del rung["samples_per_s"], rung["speedup_vs_first"]  # the names bench JSON uses now
+    load = {"other_cores_max": 0.8, "cores": 16, "busy": True, "load_average_max": 2.0}
+    (work / "bench-sr.json").write_text(json.dumps({"ladder": "sr", "profile": "full", "label": "SR ladder, x4",
+                                                    "data": "BSDS300 stand-in", "rungs": [rung], "load": load}))  # fmt: skip
+    summary = gpu_summary.collect(work, dry_run=False, wall_seconds=470, host=GPU_HOST)
+    assert summary["profile"] == "full" and summary["device"] == "NVIDIA H200" and summary["load"] == {"sr": load}
+    page = gpu_summary.markdown(summary)
+    assert "- **Profile**: full; **device**: NVIDIA H200; **load**: sr: other processes used up to 0.8 of 16 cores " \
+           "(busy: its numbers include that load)" in page
+    assert "| decoded uint8 cache, batch crops | 41,234 | 52.1 | 20,000 | 0.97 |" in page

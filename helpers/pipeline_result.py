@@ -1,0 +1,43 @@
+"""What measuring one loader feeding one step gives: fed against pre-made throughput, data-wait against compute, each
+with its range over blocks, peak memory and the load meter's reading (helpers.measure.PipelineProbe makes these).
+
+Copy with: loadmeter.py (the load meter's reading).
+Needs: psutil, torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .loadmeter import LoadReading
+
+
+@dataclass
+class PipelineResult:
+    """A loader feeding a model, against the same model on pre-made device batches, measured interleaved."""
+
+    fed_samples_per_s: float  # fed: the loader feeding the step, end to end
+    premade_samples_per_s: float  # the same step on batches already on the device: what a perfect loader would give
+    pipeline_efficiency: float  # median over block pairs of fed / pre-made throughput (1.0: the model never waits)
+    data_wait_ms: float  # median per fed step: getting the next batch onto the device
+    compute_ms: float  # median per fed step: the step itself
+    steps: int
+    peak_rss_mib: float
+    peak_device_mib: float | None
+    efficiency_range: tuple[float, float] | None = None  # lowest and highest block-pair ratio: the spread
+    fed_samples_per_s_range: tuple[float, float] | None = None  # lowest and highest fed block's samples/s
+    premade_step_ms: float | None = None  # median over pre-made blocks of their time per step: the step undisturbed
+    premade_samples_per_s_range: tuple[float, float] | None = None  # lowest and highest pre-made block's samples/s
+    data_wait_ms_range: tuple[float, float] | None = None  # lowest and highest fed block's median data-wait
+    compute_ms_range: tuple[float, float] | None = None  # lowest and highest fed block's median compute
+    load: LoadReading | None = None  # what the rest of the machine used during the measured blocks
+
+    @property
+    def data_wait_fraction(self) -> float:
+        """Share of a fed step spent waiting for data."""
+        return self.data_wait_ms / max(self.data_wait_ms + self.compute_ms, 1e-12)
+
+    # the names these had before fed and pre-made were named alike (kept so existing code reads them)
+    samples_per_s = property(lambda self: self.fed_samples_per_s)
+    ideal_samples_per_s = property(lambda self: self.premade_samples_per_s)
+    samples_per_s_range = property(lambda self: self.fed_samples_per_s_range)
