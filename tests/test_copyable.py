@@ -45,7 +45,7 @@ EXAMPLES = {
     """,
     "measure": """
         import time, torch
-        from mine.measure import diagnose_pipeline, measure_pipeline
+        from mine.measure import measure_pipeline
         def slow_loader():
             while True:
                 time.sleep(0.01)
@@ -54,7 +54,22 @@ EXAMPLES = {
             def __iter__(self):
                 return slow_loader()
         result = measure_pipeline(Loader(), lambda batch: batch.sum(), torch.device("cpu"), steps_per_block=2, blocks=2)
-        assert result.data_wait_ms > 5 and diagnose_pipeline(result).startswith("INPUT-BOUND")
+        assert result.data_wait_ms > 5 and result.pipeline_efficiency < 1
+    """,
+    "doctor": """
+        import time, torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+        from mine.doctor import diagnose
+        model = nn.Linear(3, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        def train_step(inputs, targets):  # two arguments, as a TrainStep takes them
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(inputs), targets).backward()
+            optimizer.step()
+        loader = DataLoader(TensorDataset(torch.randn(64, 3), torch.randint(0, 2, (64,))), batch_size=8)
+        diagnosis = diagnose(loader, train_step, budget_s=0.2, blocks=2)
+        assert diagnosis.trained_steps > 0 and "DataLoader over TensorDataset" in str(diagnosis)
     """,
 }
 

@@ -24,7 +24,8 @@ from ..cifar import cifar10_class_names, load_cifar10
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
-from ..measure import PipelineProbe, count_samples, diagnose_pipeline, seconds_per_call, steps_in_budget
+from ..doctor import diagnose_pipeline
+from ..measure import PipelineProbe, count_samples, seconds_per_call, steps_in_budget
 from ..models import ESPCN, SmallConvNet, cifar_resnet18
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
