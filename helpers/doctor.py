@@ -231,7 +231,7 @@ def diagnose(
     started = time.perf_counter()
     runner, target, watched = BatchStep(step), step_device(step, device), _Watched(loader)
     with machine_load() as load:
-        probe = PipelineProbe(watched, runner, target)
+        probe = PipelineProbe(watched, runner, target, premade=2)
         steps = steps_in_budget(budget_s / blocks, probe.seconds_per_pair())
         load.restart()  # the load during the timed blocks, not during start-up
         numbers = _block_numbers(probe, blocks, steps)
