@@ -7,9 +7,12 @@ from types import SimpleNamespace
 from helpers.course import verdicts
 
 
-def _sweep_row(workers, rate, runs=None, prefetch=2):
-    return {"num_workers": workers, "prefetch_factor": prefetch, "pin_memory": False, "samples_per_s": rate,
-            "runs": runs or [rate]}  # fmt: skip
+def _sweep_row(workers, rate, runs=None, prefetch=2, threads=None, compute=None):
+    row = {"num_workers": workers, "prefetch_factor": prefetch if workers else None, "pin_memory": False,
+           "samples_per_s": rate, "runs": runs or [rate], "intra_op_threads": threads}  # fmt: skip
+    if compute is not None:
+        row.update(mode="end to end", compute_ms=compute, compute_runs=[compute], data_wait_ms=1.0)
+    return row
 
 
 def test_sweep_verdict_reports_a_peak_past_the_core_count():
@@ -23,6 +26,36 @@ def test_sweep_verdict_names_settings_within_the_noise():
     rows = [_sweep_row(0, 12, [11, 13]), _sweep_row(2, 55, [50, 60]), _sweep_row(4, 58, [52, 63])]
     text = verdicts.sweep_verdict(rows, cores=2)
     assert "within this machine's noise" in text and "fewest workers among them 2" in text
+
+
+def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
+    rows = [_sweep_row(0, 40, [38, 42], threads=2, compute=20.0), _sweep_row(2, 35, [33, 36], threads=2, compute=41.0),
+            _sweep_row(0, 25, [24, 26], threads=1, compute=35.0), _sweep_row(1, 50, [48, 52], threads=1, compute=36.0),
+            _sweep_row(2, 45, [44, 47], threads=1, compute=52.0)]  # fmt: skip
+    text = verdicts.sweep_verdict(rows, cores=2)
+    assert text.startswith("End to end") and "1 workers, 1 intra-op threads, prefetch 2: 50 samples/s" in text
+    assert "with 1 threads, 35.5 ms per step within the cores (35.0–36.0) against 52.0 (52.0–52.0) past them: slower" in text
+    assert "with 2 threads, 20.0 ms per step within the cores (20.0–20.0) against 41.0 (41.0–41.0) past them: slower" in text
+
+
+def test_sweep_verdict_tests_two_to_four_times_the_cores():
+    fewer = [_sweep_row(0, 10, [9, 11]), _sweep_row(2, 50, [48, 52])]
+    assert "is not supported here: 2 workers" in verdicts.sweep_verdict(fewer + [_sweep_row(4, 30, [29, 31])], cores=2)
+    assert "is supported here: 8 workers" in verdicts.sweep_verdict(fewer + [_sweep_row(8, 70, [66, 72])], cores=2)
+    assert "is within the noise here" in verdicts.sweep_verdict(fewer + [_sweep_row(4, 51, [49, 53])], cores=2)
+    assert "is untested here: no setting had 4–8 workers" in verdicts.sweep_verdict(fewer, cores=2)
+
+
+def test_sweep_and_ladder_agree_or_say_what_differs():
+    sweep = [_sweep_row(0, 100, [95, 105], threads=2), _sweep_row(2, 60, [58, 62], prefetch=4, threads=1)]
+    ladder = [{"name": "plain", "fed_samples_per_s": 101, "rounds": 5, "steps_per_turn": 7},
+              {"name": "tuned", "fed_samples_per_s": 90, "rounds": 5, "steps_per_turn": 7}]  # fmt: skip
+    pairs = [("plain", {"num_workers": 0}), ("tuned", {"num_workers": 2, "prefetch_factor": 4})]
+    text = verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs, ladder_threads=2)
+    assert "'plain' 101 samples/s in the ladder against 100 samples/s (95–105)" in text and "agree within the noise" in text
+    assert "'tuned' 90 samples/s in the ladder against 60 samples/s (58–62) in the sweep" in text
+    assert "What differs" in text and "ran with 1 intra-op threads against the ladder's 2" in text
+    assert "What differs" not in verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs[:1], ladder_threads=2)
 
 
 def _ladder_row(name, alone, fed, ideal, efficiency, note=""):
