@@ -84,9 +84,10 @@ def diagnose_pipeline(
     low, high = result.efficiency_range or (result.pipeline_efficiency,) * 2
     readings = [classify(e, result.data_wait_ms, result.compute_ms, result.premade_step_ms) for e in (low, high)]
     verdict = verdict_of(readings)
-    numbers = (f"efficiency {result.pipeline_efficiency:.2f} ({low:.2f}–{high:.2f}); {100 * result.data_wait_fraction:.0f}% "
-               f"of each step waits for data ({result.data_wait_ms:.1f} ms wait, {result.compute_ms:.1f} ms compute"
-               + (f", {result.premade_step_ms:.1f} ms per step on pre-made batches)" if result.premade_step_ms else ")"))
+    premade = f", {result.premade_step_ms:.1f} ms per step on pre-made batches" if result.premade_step_ms else ""
+    numbers = (f"efficiency {result.pipeline_efficiency:.2f} ({low:.2f}–{high:.2f}); "
+               f"{100 * result.data_wait_fraction:.0f}% of each step waits for data ({result.data_wait_ms:.1f} ms "
+               f"wait, {result.compute_ms:.1f} ms compute{premade})")  # fmt: skip
     facts = pipeline or PipelineFacts(num_workers=num_workers, cpu_cores=cpu_cores or 0,
                                       loader="DataLoader" if num_workers is not None else "")  # fmt: skip
     return "\n".join([_headline(verdict, readings, numbers), *advice_for(verdict, facts)])
@@ -195,7 +196,8 @@ class Diagnosis:
             self.headline, f"Pipeline: {self.pipeline.summary()}.", f"Machine: {self.load}.",
             f"It trained the model it measured: {self.trained_steps} steps of your step ran (weights and optimizer "
             f"state changed). {COPY_HOWTO}", "Try, in order:" if self.advice else "Nothing to try on this reading.",
-            *self.advice, f"Measured in {self.seconds:.1f} s (budget {self.budget_s:g} s of timed blocks, plus warm-up).",
+            *self.advice,
+            f"Measured in {self.seconds:.1f} s (budget {self.budget_s:g} s of timed blocks, plus warm-up).",
         ])  # fmt: skip
 
 
@@ -235,7 +237,8 @@ def diagnose(
         steps = steps_in_budget(budget_s / blocks, probe.seconds_per_pair())
         load.restart()  # the load during the timed blocks, not during start-up
         numbers = _block_numbers(probe, blocks, steps)
-    readings = [classify(*values) for values in zip(*(numbers[k] for k in ("efficiency", "wait", "compute", "premade")))]
+    columns = (numbers[key] for key in ("efficiency", "wait", "compute", "premade"))
+    readings = [classify(*values) for values in zip(*columns)]
     facts = describe_pipeline(loader, step, target, watched.first_batch, cpu_cores=cpu_cores)
     diagnosis = Diagnosis(
         verdict_of(readings), readings, _span(numbers["wait"]), _span(numbers["compute"]),

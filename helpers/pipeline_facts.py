@@ -295,7 +295,8 @@ class LoadReading:
         """The load as a sentence part: other processes' cores, and the load average where there is one."""
         average = f"load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
         if self.other_cores is None:
-            return "other processes' CPU use unknown (pip install psutil to see it)" + (f"; {average}" if average else "")
+            unknown = "other processes' CPU use unknown (pip install psutil to see it)"
+            return unknown + (f"; {average}" if average else "")
         return (f"other processes used {self.other_cores:.1f} of {cores} cores during the measurement"
                 + (f" ({average})" if average else ""))  # fmt: skip
 

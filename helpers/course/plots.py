@@ -94,7 +94,8 @@ def plot_cpu_budget(rows: Sequence[dict], *, cores: int, title: str = "") -> plt
             over = [(r["num_workers"], r[key]) for r in group if r["num_workers"] + threads > cores]
             if over:
                 axis.scatter(*zip(*over), s=90, facecolors="white", edgecolors=line[0].get_color(), zorder=3)
-    for axis, label in ((rate_axis, "samples/s fed (median, range over repeats)"), (compute_axis, "compute ms per step")):
+    labels = ((rate_axis, "samples/s fed (median, range over repeats)"), (compute_axis, "compute ms per step"))
+    for axis, label in labels:
         axis.axvline(cores, color="gray", linestyle="--", label=f"{cores} CPU cores")
         axis.set_xlabel("num_workers")
         axis.set_ylabel(label)

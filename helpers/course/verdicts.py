@@ -96,8 +96,10 @@ def _spread(row: dict[str, Any]) -> tuple[float, float]:
 
 def _setting(row: dict[str, Any]) -> str:
     """A sweep setting as a reader says it: workers, intra-op threads, prefetch."""
-    threads = f"{row['intra_op_threads']} intra-op threads" if row.get("intra_op_threads") else "torch's threads"
-    return f"{row['num_workers']} workers, {threads}" + (f", prefetch {row['prefetch_factor']}" if row["num_workers"] else "")
+    count = row.get("intra_op_threads")
+    threads = f"{count} intra-op thread{'s' * (count != 1)}" if count else "torch's threads"
+    workers = f"{row['num_workers']} worker{'s' * (row['num_workers'] != 1)}"
+    return f"{workers}, {threads}" + (f", prefetch {row['prefetch_factor']}" if row["num_workers"] else "")
 
 
 def _rate(row: dict[str, Any]) -> str:
@@ -116,12 +118,14 @@ def _oversubscription_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
         if over and within:
             relation = ("slower" if min(over) > max(within) else "faster" if max(over) < min(within)
                         else "no different within the noise")  # fmt: skip
-            parts.append(f"with {threads} threads, {statistics.median(within):.1f} ms per step within the cores "
+            parts.append(f"with {threads} thread{'s' * (threads != 1)}, {statistics.median(within):.1f} ms per step "
+                         "within the cores "
                          f"({min(within):.1f}–{max(within):.1f}) against {statistics.median(over):.1f} "
                          f"({min(over):.1f}–{max(over):.1f}) past them: {relation}")  # fmt: skip
     if not parts:
         return ""
-    return f" The step's compute where workers + intra-op threads stay within the {cores} cores or exceed them: " + "; ".join(parts) + "."
+    lead = f" The step's compute where workers + intra-op threads stay within the {cores} cores or exceed them: "
+    return lead + "; ".join(parts) + "."
 
 
 def _claim_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
@@ -129,17 +133,17 @@ def _claim_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
     claimed = [r for r in rows if 2 * cores <= r["num_workers"] <= 4 * cores]
     fewer = [r for r in rows if r["num_workers"] < 2 * cores]
     if not claimed or not fewer:
-        return (f" The post's 'num_workers = 2–4x the cores' is untested here: no setting had {2 * cores}–{4 * cores} "
-                "workers" + ("" if claimed else " (the profile's cap on workers)") + ".")  # fmt: skip
+        return (f" The post's 'num_workers = 2–4x the cores' is untested here: no setting had "
+                f"{2 * cores}–{4 * cores} workers" + ("" if claimed else " (the profile's cap on workers)") + ".")  # fmt: skip
     c, f = max(claimed, key=lambda r: r["samples_per_s"]), max(fewer, key=lambda r: r["samples_per_s"])
     if _overlap(c, f):
         outcome = f"within the noise here: its best, {_setting(c)}, {_rate(c)}, against {_setting(f)}, {_rate(f)}"
     elif c["samples_per_s"] > f["samples_per_s"]:
-        outcome = (f"supported here: {_setting(c)} gave {_rate(c)}, {ratio_text(c['samples_per_s'] / f['samples_per_s'])} "
-                   f"the best with fewer workers ({_setting(f)}, {_rate(f)})")  # fmt: skip
+        outcome = (f"supported here: {_setting(c)} gave {_rate(c)}, "
+                   f"{ratio_text(c['samples_per_s'] / f['samples_per_s'])} the best with fewer workers ({_setting(f)}, {_rate(f)})")  # fmt: skip
     else:
-        outcome = (f"not supported here: {_setting(f)} gave {_rate(f)}, {ratio_text(f['samples_per_s'] / c['samples_per_s'])} "
-                   f"the best of 2–4x the cores ({_setting(c)}, {_rate(c)})")  # fmt: skip
+        outcome = (f"not supported here: {_setting(f)} gave {_rate(f)}, "
+                   f"{ratio_text(f['samples_per_s'] / c['samples_per_s'])} the best of 2–4x the cores ({_setting(c)}, {_rate(c)})")  # fmt: skip
     return f" The post's 'num_workers = 2–4x the cores' is {outcome}."
 
 
@@ -191,12 +195,13 @@ def sweep_ladder_verdict(
     if differ:
         rung, row = differ[0]
         threads = row.get("intra_op_threads") or ladder_threads
-        text += (f" What differs between the two measurements: the ladder gave each rung {rung['rounds']} turns of "
-                 f"{rung['steps_per_turn']} steps between the other rungs' turns, its workers kept alive across them; "
-                 f"the sweep starts a fresh loader for each of its {len(row['runs'])} turns"
-                 + (f", and ran with {threads} intra-op threads against the ladder's {ladder_threads}"
-                    if threads != ladder_threads else "") + "; and the two ran at different times, under whatever load the machine "
-                 "had then.")
+        text += (f" What differs between the two measurements: the ladder gave each rung {rung['rounds']} turn(s) of "
+                 f"{rung['steps_per_turn']} step(s) between the other rungs' turns, its workers kept alive across "
+                 "them; "
+                 f"the sweep starts a fresh loader for each of its {len(row['runs'])} turn(s)"
+                 + (f", and ran with {threads} intra-op thread(s) against the ladder's {ladder_threads}"
+                    if threads != ladder_threads else "")
+                 + "; and the two ran at different times, under whatever load the machine had then.")
     return text
 
 

@@ -33,8 +33,8 @@ def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
             _sweep_row(0, 25, [24, 26], threads=1, compute=35.0), _sweep_row(1, 50, [48, 52], threads=1, compute=36.0),
             _sweep_row(2, 45, [44, 47], threads=1, compute=52.0)]  # fmt: skip
     text = verdicts.sweep_verdict(rows, cores=2)
-    assert text.startswith("End to end") and "1 workers, 1 intra-op threads, prefetch 2: 50 samples/s" in text
-    assert "with 1 threads, 35.5 ms per step within the cores (35.0–36.0) against 52.0 (52.0–52.0) past them: slower" in text
+    assert text.startswith("End to end") and "1 worker, 1 intra-op thread, prefetch 2: 50 samples/s" in text
+    assert "with 1 thread, 35.5 ms per step within the cores (35.0–36.0) against 52.0 (52.0–52.0) past them: slower" in text
     assert "with 2 threads, 20.0 ms per step within the cores (20.0–20.0) against 41.0 (41.0–41.0) past them: slower" in text
 
 
@@ -54,7 +54,7 @@ def test_sweep_and_ladder_agree_or_say_what_differs():
     text = verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs, ladder_threads=2)
     assert "'plain' 101 samples/s in the ladder against 100 samples/s (95–105)" in text and "agree within the noise" in text
     assert "'tuned' 90 samples/s in the ladder against 60 samples/s (58–62) in the sweep" in text
-    assert "What differs" in text and "ran with 1 intra-op threads against the ladder's 2" in text
+    assert "What differs" in text and "ran with 1 intra-op thread(s) against the ladder's 2" in text
     assert "What differs" not in verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs[:1], ladder_threads=2)
 
 
