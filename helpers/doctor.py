@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .measure import PipelineProbe, PipelineResult, steps_in_budget
+from .measure import PipelineProbe, PipelineResult, count_samples, steps_in_budget
 from .pipeline_facts import PipelineFacts, advice_for, describe_batch, describe_pipeline, machine_load
 
 INPUT_BOUND = "INPUT-BOUND"
@@ -173,9 +173,10 @@ class Diagnosis:
     compute_ms: tuple[float, float, float]  # the same for the step itself
     efficiency: tuple[float, float, float]  # fed / pre-made samples/s: median over block pairs, lowest, highest
     premade_step_ms: tuple[float, float, float]  # the step on pre-made device batches: undisturbed
+    fed_samples_per_s: tuple[float, float, float]  # the loader feeding the step, end to end: median, lowest, highest
     result: PipelineResult
     pipeline: PipelineFacts
-    load: str  # what the rest of the machine did meanwhile, or why that is unknown
+    load: str  # what the rest of the machine did during the timed blocks, or why that is unknown
     trained_steps: int  # steps of the reader's step that ran: the model it measured has trained this much
     seconds: float
     budget_s: float
@@ -201,16 +202,24 @@ class Diagnosis:
         ])  # fmt: skip
 
 
+def per_step(recorded: list[Any]) -> list[float]:
+    """A probe's per-step seconds (waits or computes) as one flat list, whether it keeps them flat or per block."""
+    return [value for entry in recorded for value in (entry if isinstance(entry, list) else [entry])]
+
+
 def _block_numbers(probe: PipelineProbe, blocks: int, steps: int) -> dict[str, list[float]]:
-    """Run `blocks` fed / pre-made pairs on a warmed-up probe; per pair: efficiency, median wait, compute, pre-made."""
-    numbers: dict[str, list[float]] = {"efficiency": [], "wait": [], "compute": [], "premade": []}
+    """Run `blocks` fed / pre-made pairs on a warmed-up probe; per pair: efficiency, median wait and compute per fed
+    step, pre-made time per step, and the fed samples/s (all from the probe's public blocks)."""
+    numbers: dict[str, list[float]] = {"efficiency": [], "wait": [], "compute": [], "premade": [], "fed": []}
+    samples = count_samples(probe.batches[0])
     for _ in range(blocks):
-        first = len(probe.waits)
+        first = len(per_step(probe.waits))
         fed, premade = probe.fed_block(steps), probe.premade_block(steps)
         numbers["efficiency"].append(fed / premade)
-        numbers["wait"].append(1000 * statistics.median(probe.waits[first:]))
-        numbers["compute"].append(1000 * statistics.median(probe.computes[first:]))
-        numbers["premade"].append(1000 * probe.premade_steps[-1])
+        numbers["wait"].append(1000 * statistics.median(per_step(probe.waits)[first:]))
+        numbers["compute"].append(1000 * statistics.median(per_step(probe.computes)[first:]))
+        numbers["premade"].append(1000 * samples / premade)
+        numbers["fed"].append(fed)
     return numbers
 
 
@@ -240,12 +249,16 @@ def diagnose(
     columns = (numbers[key] for key in ("efficiency", "wait", "compute", "premade"))
     readings = [classify(*values) for values in zip(*columns)]
     facts = describe_pipeline(loader, step, target, watched.first_batch, cpu_cores=cpu_cores)
+    result = probe.result()
+    meter = getattr(result, "load", None)  # a probe with its own load meter reads the blocks themselves
+    other_cores = meter.other_cores if meter is not None else load.other_cores
     diagnosis = Diagnosis(
         verdict_of(readings), readings, _span(numbers["wait"]), _span(numbers["compute"]),
-        _span(numbers["efficiency"]), _span(numbers["premade"]), probe.result(), facts, load.text(facts.cpu_cores),
-        runner.calls, time.perf_counter() - started, budget_s,
+        _span(numbers["efficiency"]), _span(numbers["premade"]), _span(numbers["fed"]), result, facts,
+        meter.note() if meter is not None else load.text(facts.cpu_cores), runner.calls,
+        time.perf_counter() - started, budget_s,
     )  # fmt: skip
-    diagnosis.advice = advice_for(diagnosis.verdict, facts, other_cores=load.other_cores)
+    diagnosis.advice = advice_for(diagnosis.verdict, facts, other_cores=other_cores)
     return diagnosis
 
 

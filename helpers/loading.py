@@ -114,8 +114,9 @@ def _sweep_turn(
         for _ in range(in_flight):
             next(probe.source)
         rate = probe.fed_block(timed)
-        return {"samples_per_s": rate, "data_wait_ms": 1000 * statistics.median(probe.waits),
-                "compute_ms": 1000 * statistics.median(probe.computes)}  # fmt: skip
+        probe.premade_block(1)  # result() summarises fed / pre-made pairs: one pre-made step completes the pair
+        result = probe.result()
+        return {"samples_per_s": rate, "data_wait_ms": result.data_wait_ms, "compute_ms": result.compute_ms}
     finally:
         torch.set_num_threads(threads_before)
 

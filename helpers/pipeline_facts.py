@@ -2,8 +2,8 @@
 device, the step's precision), how busy the rest of the machine was, and the pipeline doctor's advice from both:
 advice never asks you to adopt what you already use, and names the pieces for your task (classifier or SR).
 
-Copy with: env.py (the usable cores), measure.py (free memory). psutil is optional (the machine's load). The
-course's pieces are recognised by class name, so this file needs none of them.
+Copy with: env.py (the usable cores). psutil is optional (free memory on a CPU, and the machine's load). The course's
+pieces are recognised by class name, so this file needs none of them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any
 import torch
 
 from .env import usable_cpu_count
-from .measure import free_memory_bytes
 
 try:
     import psutil
@@ -150,8 +149,15 @@ def describe_pipeline(
     facts.precision = getattr(owner, "precision", None) if isinstance(getattr(owner, "precision", None), str) else None
     facts.channels_last = getattr(owner, "channels_last", None) if facts.precision else None
     facts.dataset_bytes = _dataset_bytes(loader, dataset, batch)
-    facts.free_device_bytes = free_memory_bytes(device)
+    facts.free_device_bytes = _free_bytes(device)
     return facts
+
+
+def _free_bytes(device: torch.device) -> int | None:
+    """Memory free for a dataset held on `device`: CUDA's free bytes, or available RAM (with psutil) on a CPU."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return psutil.virtual_memory().available if psutil is not None and device.type == "cpu" else None
 
 
 # --- advice ---
@@ -257,8 +263,9 @@ def advice_for(verdict: str, facts: PipelineFacts, *, other_cores: float | None 
 # --- the machine's load ---
 
 
-class LoadReading:
-    """CPU time the rest of the machine used (all processes but this one and its children) since `restart`."""
+class OtherLoad:
+    """CPU time the rest of the machine used (all processes but this one and its children) since `restart`: the
+    doctor's own reading where the measuring probe keeps none."""
 
     def __init__(self) -> None:
         self.other_cores: float | None = None
@@ -302,9 +309,9 @@ class LoadReading:
 
 
 @contextmanager
-def machine_load() -> Iterator[LoadReading]:
-    """A LoadReading over the block inside `with` (call `restart()` inside to skip a start-up)."""
-    reading = LoadReading()
+def machine_load() -> Iterator[OtherLoad]:
+    """An OtherLoad reading over the block inside `with` (call `restart()` inside to skip a start-up)."""
+    reading = OtherLoad()
     try:
         yield reading
     finally:

@@ -67,13 +67,14 @@ def test_a_range_that_straddles_is_inconclusive():
 
 def test_diagnose_is_inconclusive_when_its_blocks_disagree(monkeypatch):
     blocks = {"efficiency": [0.40, 0.95, 0.50], "wait": [20.0, 0.5, 18.0], "compute": [15.0, 15.0, 15.0],
-              "premade": [14.0, 14.5, 14.0]}  # fmt: skip
+              "premade": [14.0, 14.5, 14.0], "fed": [30.0, 60.0, 40.0]}  # fmt: skip
     measured = doctor._block_numbers  # the blocks still run; their numbers are replaced by these
     monkeypatch.setattr(doctor, "_block_numbers", lambda probe, n, steps: (measured(probe, n, steps), blocks)[1])
     diagnosis = diagnose(_batches(8), _plain_step(nn.Linear(3, 2)), budget_s=0.1)
     assert diagnosis.verdict == INCONCLUSIVE and diagnosis.readings == [INPUT_BOUND, COMPUTE_BOUND, INPUT_BOUND]
     assert str(diagnosis).startswith("INCONCLUSIVE: rerun on a quieter machine")
     assert diagnosis.efficiency == (0.50, 0.40, 0.95) and diagnosis.data_wait_ms == (18.0, 0.5, 20.0)
+    assert diagnosis.fed_samples_per_s == (40.0, 30.0, 60.0)
     blocks["efficiency"][1], blocks["wait"][1] = 0.45, 19.0
     agreed = diagnose(_batches(8), _plain_step(nn.Linear(3, 2)), budget_s=0.1)
     assert agreed.verdict == INPUT_BOUND and "0.45 (0.40–0.50)" in agreed.headline

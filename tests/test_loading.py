@@ -65,8 +65,8 @@ def test_the_sweep_feeds_the_step_with_each_thread_count_and_restores_it(tmp_pat
     assert torch.get_num_threads() == before and set(seen) == {1, 2}
     assert all(r["mode"] == "end to end" and len(r["runs"]) == 2 and r["compute_ms"] >= 0 for r in rows)
     assert turns == [0, 1, 2, 3, 1, 2, 3, 0]  # interleaved, the order rotated each repeat
-    # each turn's steps ran with its own setting's threads: 2 timed + 1 warm-up fed + 1 pre-made step per turn
-    assert seen[:4] == [1] * 4 and seen[4:8] == [2] * 4
+    # each turn's steps ran with its own setting's threads: a warm-up fed and pre-made step, 2 timed, 1 pre-made
+    assert seen[:5] == [1] * 5 and seen[5:10] == [2] * 5
 
 
 def test_samples_per_epoch_draws_more_than_the_dataset(tmp_path):

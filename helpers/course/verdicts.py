@@ -208,13 +208,12 @@ def sweep_ladder_verdict(
 def doctor_change_verdict(before: Any, after: Any, *, change: str) -> str:
     """01: the doctor on one training loop before and after one change: fed rates with their ranges over blocks, and
     what the doctor read each time (diagnoses from helpers.doctor.diagnose)."""
-    b, a = before.result, after.result
-    (b_low, b_high), (a_low, a_high) = b.samples_per_s_range, a.samples_per_s_range
+    (b, b_low, b_high), (a, a_low, a_high) = before.fed_samples_per_s, after.fed_samples_per_s
     return (
-        f"With {change}, the loop was fed {a.samples_per_s:.1f} samples/s ({a_low:.1f}–{a_high:.1f}) against "
-        f"{b.samples_per_s:.1f} ({b_low:.1f}–{b_high:.1f}) before: {ratio_text(a.samples_per_s / b.samples_per_s)}"
-        f"{_noise_note(b.samples_per_s_range, a.samples_per_s_range)}. The doctor read {before.verdict.lower()} before "
-        f"and {after.verdict.lower()} after."
+        f"With {change}, the loop was fed {a:.1f} samples/s ({a_low:.1f}–{a_high:.1f}) against {b:.1f} "
+        f"({b_low:.1f}–{b_high:.1f}) before (medians over block pairs): {ratio_text(a / b)}"
+        f"{_noise_note((b_low, b_high), (a_low, a_high))}. The doctor read {before.verdict.lower()} before and "
+        f"{after.verdict.lower()} after."
     )
 
 

@@ -181,3 +181,13 @@ def test_census_verdict_on_a_stand_in_says_it_cannot_test_the_claim():
     assert real.startswith("0 of 26 images are 288x288; 25 have") and "cannot test" not in real
     standin = verdicts.census_verdict(census, claimed=(288, 288), standard={(481, 321), (321, 481)}, standin=True)
     assert "cannot test the claim" in standin
+
+
+def test_doctor_change_verdict_reads_fed_rates_with_their_ranges():
+    before = SimpleNamespace(fed_samples_per_s=(10.0, 9.0, 11.0), verdict="INPUT-BOUND")
+    after = SimpleNamespace(fed_samples_per_s=(20.0, 18.0, 22.0), verdict="INCONCLUSIVE")
+    text = verdicts.doctor_change_verdict(before, after, change="2 persistent workers")
+    assert "fed 20.0 samples/s (18.0–22.0) against 10.0 (9.0–11.0) before" in text and "2.0x." in text
+    assert "input-bound before and inconclusive after" in text
+    close = SimpleNamespace(fed_samples_per_s=(10.5, 9.5, 12.0), verdict="INPUT-BOUND")
+    assert "within the noise" in verdicts.doctor_change_verdict(before, close, change="x")
