@@ -65,6 +65,15 @@ def _range_text(span: tuple[float, float, float], digits: int = 1) -> str:
     return f"{median:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
 
 
+def efficiency_text(median: float, low: float, high: float) -> str:
+    """An efficiency with its range, never above 1 as a number: fed cannot beat pre-made, so above 1 is noise."""
+    if median > 1.0:
+        return f"1.0 within the noise (measured {median:.2f}, {low:.2f}–{high:.2f})"
+    if high > 1.0:
+        return f"{median:.2f} ({low:.2f}–1.0 within the noise; highest block measured {high:.2f})"
+    return f"{median:.2f} ({low:.2f}–{high:.2f})"
+
+
 def _headline(verdict: str, readings: list[str], numbers: str) -> str:
     if verdict != INCONCLUSIVE:
         return f"{verdict}: {numbers}."
@@ -85,7 +94,7 @@ def diagnose_pipeline(
     readings = [classify(e, result.data_wait_ms, result.compute_ms, result.premade_step_ms) for e in (low, high)]
     verdict = verdict_of(readings)
     premade = f", {result.premade_step_ms:.1f} ms per step on pre-made batches" if result.premade_step_ms else ""
-    numbers = (f"efficiency {result.pipeline_efficiency:.2f} ({low:.2f}–{high:.2f}); "
+    numbers = (f"efficiency {efficiency_text(result.pipeline_efficiency, low, high)}; "
                f"{100 * result.data_wait_fraction:.0f}% of each step waits for data ({result.data_wait_ms:.1f} ms "
                f"wait, {result.compute_ms:.1f} ms compute{premade})")  # fmt: skip
     facts = pipeline or PipelineFacts(num_workers=num_workers, cpu_cores=cpu_cores or 0,
@@ -186,7 +195,7 @@ class Diagnosis:
     def headline(self) -> str:
         """The first line: the verdict and the numbers it rests on, each with its range over blocks."""
         wait, compute = self.data_wait_ms[0], self.compute_ms[0]
-        numbers = (f"efficiency {_range_text(self.efficiency, 2)} over {len(self.readings)} block pairs; "
+        numbers = (f"efficiency {efficiency_text(*self.efficiency)} over {len(self.readings)} block pairs; "
                    f"{100 * wait / max(wait + compute, 1e-12):.0f}% of each fed step waits for data: data-wait "
                    f"{_range_text(self.data_wait_ms)} ms, compute {_range_text(self.compute_ms)} ms, against "
                    f"{_range_text(self.premade_step_ms)} ms per step on pre-made batches")  # fmt: skip

@@ -52,11 +52,18 @@ def test_each_reading_names_its_bottleneck():
     assert verdict_of([INPUT_BOUND, INPUT_BOUND, COMPUTE_BOUND]) == INCONCLUSIVE
 
 
+def test_an_efficiency_above_one_never_stands_as_a_number():
+    assert doctor.efficiency_text(1.38, 1.1, 1.5) == "1.0 within the noise (measured 1.38, 1.10–1.50)"
+    assert doctor.efficiency_text(0.99, 0.98, 1.06).startswith("0.99 (0.98–1.0 within the noise")
+    assert doctor.efficiency_text(0.5, 0.4, 0.6) == "0.50 (0.40–0.60)"
+    assert "1.0 within the noise" in diagnose_pipeline(_result(1.02, 0.97, 1.05, 0.5, 40.0, 39.0))
+
+
 def test_a_range_that_straddles_is_inconclusive():
     # the reader's contradiction: "INPUT-BOUND" printed over an efficiency range of 0.36–1.05
     text = diagnose_pipeline(_result(0.62, 0.36, 1.05, 1.0, 30.0, 29.0), num_workers=0, cpu_cores=2)
     first = text.splitlines()[0]
-    assert first.startswith(INCONCLUSIVE) and "rerun on a quieter machine" in first and "0.36–1.05" in first
+    assert first.startswith(INCONCLUSIVE) and "rerun on a quieter machine" in first and "0.62 (0.36–1.0" in first
     assert "more DataLoader workers" not in text  # no bottleneck, so no cure for one
     assert diagnose_pipeline(_result(0.40, 0.36, 0.45, 20.0, 15.0, 14.0)).startswith(INPUT_BOUND)
     assert diagnose_pipeline(_result(0.98, 0.96, 1.02, 0.5, 40.0, 39.0)).startswith(COMPUTE_BOUND)
