@@ -170,7 +170,8 @@ def _decode_once(facts: PipelineFacts) -> list[str]:
                                                     facts.free_device_bytes)  # fmt: skip
         instead = "per-sample indexing and collation" if facts.decoded else "PIL transforms per sample"
         if fits:
-            return [f"- the whole dataset as one uint8 tensor on the device ({facts.dataset_bytes / 2**20:.0f} MiB): "
+            size = facts.dataset_bytes / 2**20
+            return [f"- the whole dataset as one uint8 tensor on the device ({size:.{0 if size >= 10 else 1}f} MiB): "
                     "DeviceTensorLoader (loading.py), augmented per sample there with cifar_train_augment() "
                     f"(augment.py), instead of {instead};"]  # fmt: skip
         if not facts.decoded:
@@ -208,7 +209,7 @@ def _on_the_device(facts: PipelineFacts) -> list[str]:
     if facts.device.startswith("cuda") and not facts.augments_on_device:
         if facts.task == "super-resolution":
             lines.append("- DeviceSRCropLoader (sr_cache.py): paired crops, flips and LR made on the GPU;")
-        elif facts.task == "classification" and facts.loader != "DeviceTensorLoader":
+        elif facts.task == "classification" and facts.loader != "DeviceTensorLoader" and not _decode_once(facts):
             lines.append("- batch augmentation on the device (cifar_train_augment() in augment.py, kornia) instead "
                          "of per-sample transforms;")  # fmt: skip
     if facts.loader in ON_DEVICE_LOADERS:
