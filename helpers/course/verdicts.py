@@ -179,7 +179,8 @@ def sweep_ladder_verdict(
     ladder_threads: int,
 ) -> str:  # fmt: skip
     """02: each ladder rung's end-to-end rate against the sweep's row with the same setting (`pairs`: rung name and
-    the sweep keys it matches), agreeing when their ranges overlap; where they do not, what differs between the two."""
+    the sweep keys it matches), agreeing when their ranges overlap; where they do not, what differs between the two
+    (a rung's own `threads`, where its row has them, else `ladder_threads`)."""
     parts, differ = [], []
     for name, match in pairs:
         rung = next(r for r in ladder if r["name"] == name)
@@ -194,13 +195,13 @@ def sweep_ladder_verdict(
     text = "End to end, the ladder and the sweep on the same settings: " + "; ".join(parts) + "."
     if differ:
         rung, row = differ[0]
-        threads = row.get("intra_op_threads") or ladder_threads
+        threads, rung_threads = row.get("intra_op_threads") or ladder_threads, rung.get("threads") or ladder_threads
         text += (f" What differs between the two measurements: the ladder gave each rung {rung['rounds']} turn(s) of "
                  f"{rung['steps_per_turn']} step(s) between the other rungs' turns, its workers kept alive across "
                  "them; "
                  f"the sweep starts a fresh loader for each of its {len(row['runs'])} turn(s)"
-                 + (f", and ran with {threads} intra-op thread(s) against the ladder's {ladder_threads}"
-                    if threads != ladder_threads else "")
+                 + (f", and ran with {threads} intra-op thread(s) against the ladder's {rung_threads}"
+                    if threads != rung_threads else "")
                  + "; and the two ran at different times, under whatever load the machine had then.")
     return text
 
