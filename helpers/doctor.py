@@ -9,6 +9,7 @@ Or from the command line, for a script that defines `make_loader()` and `make_st
 `python -m helpers.doctor path/to/script.py`. It trains the model it measures (see `diagnose`).
 
 Copy with: measure.py, pipeline_facts.py (what the loader and step already are, and the advice), env.py.
+Needs: torch; optional: psutil (the machine's load, read by pipeline_facts.py).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 device, the step's precision), how busy the rest of the machine was, and the pipeline doctor's advice from both:
 advice never asks you to adopt what you already use, and names the pieces for your task (classifier or SR).
 
-Copy with: env.py (the usable cores). psutil is optional (free memory on a CPU, and the machine's load). The course's
-pieces are recognised by class name, so this file needs none of them.
+Copy with: env.py (the usable cores). The course's pieces are recognised by class name, so this file needs none of
+them.
+Needs: torch; optional: psutil (free memory on a CPU, and the machine's load).
 """
 
 from __future__ import annotations
