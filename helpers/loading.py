@@ -3,32 +3,22 @@ and a whole dataset held on the device as uint8 (no DataLoader at all).
 
 Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep) with loadmeter.py, memory.py and
 pipeline_result.py.
-Needs: numpy, psutil, torch; optional: tqdm (sweep_loader_settings's progress bar).
+Needs: numpy, psutil, torch.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
-from .measure import time_batches
+from .measure import PipelineProbe, time_batches
 from .seeding import rank_seed
-
-
-def tqdm(*args: Any, **kwargs: Any) -> Any:
-    """tqdm's progress bar, imported only when a sweep runs: the rest of this module does not need tqdm."""
-    try:
-        from tqdm.auto import tqdm as progress_bar
-    except ImportError as error:
-        message = "sweep_loader_settings shows its progress with tqdm, which is not installed: pip install tqdm"
-        raise ImportError(message) from error
-    return progress_bar(*args, **kwargs)
 
 
 def seed_worker(worker_id: int) -> None:
@@ -84,22 +74,53 @@ def make_loader(
 
 
 def loader_settings_grid(
-    workers: Sequence[int], *, pin_memory: Sequence[bool] = (False,), prefetch: Sequence[int] = (2,),
-    persistent: Sequence[bool] = (True,),
+    workers: Sequence[int], *, threads: Sequence[int | None] = (None,), pin_memory: Sequence[bool] = (False,),
+    prefetch: Sequence[int] = (2,), persistent: Sequence[bool] = (True,),
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Every combination of the DataLoader knobs (prefetch and persistence only where workers > 0)."""
+    """Every combination of the DataLoader knobs and the training process's intra-op threads (`threads`; None leaves
+    torch's setting as it is), prefetch and persistence only where workers > 0."""
     grid = []
     for n in workers:
-        for pin in pin_memory:
-            if n == 0:
-                grid.append({"num_workers": 0, "pin_memory": pin, "prefetch_factor": None, "persistent_workers": False})
-                continue
-            for factor in prefetch:
-                for keep in persistent:
-                    grid.append(
-                        {"num_workers": n, "pin_memory": pin, "prefetch_factor": factor, "persistent_workers": keep}
-                    )
+        for count in threads:
+            for pin in pin_memory:
+                if n == 0:
+                    grid.append({"num_workers": 0, "intra_op_threads": count, "pin_memory": pin,
+                                 "prefetch_factor": None, "persistent_workers": False})  # fmt: skip
+                    continue
+                grid += [{"num_workers": n, "intra_op_threads": count, "pin_memory": pin, "prefetch_factor": factor,
+                          "persistent_workers": keep} for factor in prefetch for keep in persistent]  # fmt: skip
     return grid
+
+
+def _sweep_turn(
+    dataset: Dataset, setting: dict[str, Any], *, batch_size: int, batches: int, seed: int,
+    step: Callable[[Any], Any] | None, device: torch.device,
+) -> dict[str, float]:  # fmt: skip
+    """One setting's turn: a fresh loader (only its workers alive), its intra-op threads set for the timed process,
+    then its batches timed alone or feeding `step`; the thread count is restored and the workers end afterwards."""
+    knobs = {key: value for key, value in setting.items() if key != "intra_op_threads"}
+    threads_before = torch.get_num_threads()
+    if setting.get("intra_op_threads"):
+        torch.set_num_threads(setting["intra_op_threads"])
+    try:
+        # batches the workers made ahead (worker start-up is paid meanwhile) are drained untimed: a full queue would
+        # make the first timed batches look instant; what they make while it drains is timed, so time at least
+        # twice what can be in flight, and that cannot decide the rate
+        in_flight = knobs.get("num_workers", 0) * (knobs.get("prefetch_factor") or 2)
+        timed = max(batches, 2 * in_flight)
+        loader = make_loader(dataset, batch_size, seed=seed, samples_per_epoch=batch_size * (timed + in_flight + 4),
+                             **knobs)  # fmt: skip
+        if step is None:
+            return {"samples_per_s": time_batches(loader, timed, warmup=1 + in_flight)["samples_per_s"]}
+        probe = PipelineProbe(loader, step, device, premade=1, warmup=1)
+        for _ in range(in_flight):
+            next(probe.source)
+        rate = probe.fed_block(timed)
+        probe.premade_block(1)  # result() summarises fed / pre-made pairs: one pre-made step completes the pair
+        result = probe.result()
+        return {"samples_per_s": rate, "data_wait_ms": result.data_wait_ms, "compute_ms": result.compute_ms}
+    finally:
+        torch.set_num_threads(threads_before)
 
 
 def sweep_loader_settings(
@@ -110,31 +131,35 @@ def sweep_loader_settings(
     batches: int,
     repeats: int = 1,
     seed: int = 0,
+    step: Callable[[Any], Any] | None = None,
+    device: torch.device | str = "cpu",
+    progress: Callable[[list[Any]], Iterable[Any]] = list,
 ) -> list[dict[str, Any]]:
-    """Measure samples/s of the dataset through a DataLoader for each setting, `repeats` times with the settings
-    interleaved (so a burst of load cannot favour one); one row per setting: the median, and every repeat's value.
-    Each setting times `batches` batches, or twice what its workers can hold ready if that is more."""
-    runs: list[list[float]] = [[] for _ in settings]
-    with tqdm(total=repeats * len(settings), desc="loader sweep", leave=False) as bar:
-        for _ in range(repeats):
-            for index, setting in enumerate(settings):
-                # worker start-up (paid once per epoch) and every batch the workers made ahead meanwhile: a full
-                # queue would make the first timed batches look instant
-                workers = setting.get("num_workers", 0)
-                in_flight = workers * (setting.get("prefetch_factor") or 2)
-                warmup = 1 + in_flight
-                # what the workers make while the queue drains is in the timed window too: time at least twice
-                # what can be in flight, so it cannot decide the rate
-                timed = max(batches, 2 * in_flight)
-                samples = batch_size * (timed + warmup)
-                loader = make_loader(dataset, batch_size, seed=seed, samples_per_epoch=samples, **setting)
-                runs[index].append(time_batches(loader, timed, warmup=warmup)["samples_per_s"])
-                del loader
-                bar.update(1)
-    return [
-        {**setting, "samples_per_s": statistics.median(values), "runs": values}
-        for setting, values in zip(settings, runs)
-    ]
+    """Measure each setting of `loader_settings_grid` (DataLoader knobs and intra-op threads) `repeats` times, the
+    settings interleaved and their order rotated each repeat, so a burst of load cannot favour one. With `step`, end
+    to end: the loader feeds the step on `device` (samples/s fed, and each step's data-wait and compute, in which
+    oversubscribed cores show); without, the loader alone. Each turn times `batches` batches, or twice what its
+    workers can hold ready if that is more. One row per setting: the median, every repeat's value (`runs`) and, end
+    to end, median data-wait and compute. `progress` wraps the list of turns (e.g. tqdm)."""
+    if not settings:
+        raise ValueError("no settings to sweep: give at least one (loader_settings_grid makes them)")
+    order = list(range(len(settings)))
+    turns = [i for r in range(repeats) for i in order[r % len(order) :] + order[: r % len(order)]]
+    runs: list[list[dict[str, float]]] = [[] for _ in settings]
+    for index in progress(turns):
+        runs[index].append(_sweep_turn(dataset, settings[index], batch_size=batch_size, batches=batches, seed=seed,
+                                       step=step, device=torch.device(device)))  # fmt: skip
+    rows = []
+    for setting, measured in zip(settings, runs):
+        row = {**setting, "mode": "loader alone" if step is None else "end to end",
+               "samples_per_s": statistics.median(m["samples_per_s"] for m in measured),
+               "runs": [m["samples_per_s"] for m in measured]}  # fmt: skip
+        if step is not None:
+            row["data_wait_ms"] = statistics.median(m["data_wait_ms"] for m in measured)
+            row["compute_ms"] = statistics.median(m["compute_ms"] for m in measured)
+            row["compute_runs"] = [m["compute_ms"] for m in measured]
+        rows.append(row)
+    return rows
 
 
 def dataset_tensors(dataset: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,5 +1,5 @@
-"""Measuring an input pipeline: loader throughput, data-wait against compute, pipeline efficiency, peak memory, and
-the pipeline doctor that turns those numbers into a verdict and what to try next.
+"""Measuring an input pipeline: loader throughput, data-wait against compute, pipeline efficiency, peak memory (the
+pipeline doctor that turns those numbers into a verdict and what to try next is doctor.py).
 
 Every timed block starts after a device synchronisation (work queued before it is not its work) and ends with one
 after the last device operation it times, before the clock stops: on CUDA, work is queued and a host timer without a
@@ -360,41 +360,3 @@ def measure_pipelines(
             probe.pause()
     return {name: probe.result() for name, probe in probes.items()}
 
-
-def diagnose_pipeline(
-    result: PipelineResult, *, num_workers: int | None = None, cpu_cores: int | None = None
-) -> str:
-    """The pipeline doctor: input-bound, slowed by its own loader, or compute-bound, and what to try next (first line:
-    the verdict)."""
-    wait = result.data_wait_fraction
-    numbers = (
-        f"efficiency {result.pipeline_efficiency:.2f}; {100 * wait:.0f}% of each step waits for data "
-        f"({result.data_wait_ms:.1f} ms wait, {result.compute_ms:.1f} ms compute)"
-    )
-    undisturbed = result.premade_step_ms
-    slowed = result.compute_ms - undisturbed if undisturbed else 0.0
-    if result.pipeline_efficiency < 0.90 and slowed > 0.2 * undisturbed and slowed > result.data_wait_ms:
-        # The step lost more to running slower than to waiting: it ran slower while the loader worked (worker
-        # processes on the cores a CPU step needs, or host work holding the GIL between steps).
-        return "\n".join([
-            f"LOADER COMPETES WITH THE STEP: {numbers}, against {undisturbed:.1f} ms per step on pre-made batches.",
-            "The step loses more to running slower while the loader works beside it than to waiting; try, in order:",
-            "- decode once: a uint8 cache of decoded images (DecodedSRCache in sr_cache.py) leaves less loader work;",
-            "- fewer DataLoader workers, so the step keeps its cores (on a GPU the step runs elsewhere);",
-            "- batch augmentation on the device (kornia) instead of per-sample work in workers.",
-        ])
-    if wait > 0.10 or result.pipeline_efficiency < 0.90:
-        advice = [f"INPUT-BOUND: {numbers}.", "The model waits for data; try, in order:"]
-        if num_workers is not None and cpu_cores and num_workers < cpu_cores:
-            advice.append(f"- more DataLoader workers ({num_workers} now, {cpu_cores} cores), persistent_workers=True;")
-        advice += [
-            "- decode once: a uint8 cache of decoded images (DecodedSRCache in sr_cache.py), not files per sample;",
-            "- crop before converting to float, and send uint8 to the device (4x fewer bytes), normalise there;",
-            "- batch augmentation on the device (kornia) instead of per-sample PIL transforms;",
-            "- pin_memory=True with non_blocking copies on CUDA.",
-        ]
-        return "\n".join(advice)
-    return (
-        f"COMPUTE-BOUND: {numbers}.\nThe input pipeline keeps up. Speed up the step itself: mixed precision "
-        "(torch.amp), channels_last, a larger batch, torch.compile; more loader work will not help."
-    )

@@ -16,7 +16,7 @@ COURSE = sorted((HELPERS / "course").glob("*.py"))
 # Imports allowed inside a function: optional dependencies that most users do not have, and (per module) packages
 # that only one function of a library module needs, so that copying the module does not require them.
 OPTIONAL_IMPORTS = {"nvidia.dali", "cv2"}  # cv2: lesson 05 measures OpenCV's resize where OpenCV is installed
-OPTIONAL_IN = {"loading.py": {"tqdm.auto"}, "sr_data.py": {"kornia.augmentation"}, "timeline.py": {"pynvml"}}
+OPTIONAL_IN = {"sr_data.py": {"kornia.augmentation"}, "timeline.py": {"pynvml"}}
 LIBRARY_LINES = 400  # a library module past this should be split by concern
 LIBRARY_FUNCTION_LINES = 60  # ... and a function past this by job (or say in a comment why it is one piece)
 

@@ -41,6 +41,33 @@ def test_sweep_returns_one_row_per_setting(tmp_path):
     assert len(grid) == 3
     rows = sweep_loader_settings(dataset, grid, batch_size=2, batches=2)
     assert [r["num_workers"] for r in rows] == [0, 1, 1] and all(r["samples_per_s"] > 0 for r in rows)
+    assert all(r["mode"] == "loader alone" and "compute_ms" not in r for r in rows)
+
+
+def test_the_grid_crosses_workers_with_intra_op_threads():
+    grid = loader_settings_grid(workers=(0, 2), threads=(1, 2), prefetch=(2, 4))
+    assert [(s["num_workers"], s["intra_op_threads"], s["prefetch_factor"]) for s in grid] == [
+        (0, 1, None), (0, 2, None), (2, 1, 2), (2, 1, 4), (2, 2, 2), (2, 2, 4)]  # fmt: skip
+
+
+def test_the_sweep_feeds_the_step_with_each_thread_count_and_restores_it(tmp_path):
+    dataset = LazyCropSRDataset(_photos(tmp_path), scale=2, hr_crop=32)
+    seen, before = [], torch.get_num_threads()
+
+    def step(batch):  # records the intra-op threads each step ran with
+        lr, hr = batch
+        seen.append(torch.get_num_threads())
+        assert lr.shape == (2, 3, 16, 16) and hr.shape == (2, 3, 32, 32)
+
+    grid = loader_settings_grid(workers=(0, 1), threads=(1, 2))
+    turns = []
+    rows = sweep_loader_settings(dataset, grid, batch_size=2, batches=2, repeats=2, step=step,
+                                 progress=lambda order: turns.extend(order) or order)  # fmt: skip
+    assert torch.get_num_threads() == before and set(seen) == {1, 2}
+    assert all(r["mode"] == "end to end" and len(r["runs"]) == 2 and r["compute_ms"] >= 0 for r in rows)
+    assert turns == [0, 1, 2, 3, 1, 2, 3, 0]  # interleaved, the order rotated each repeat
+    # each turn's steps ran with its own setting's threads: a warm-up fed and pre-made step, 2 timed, 1 pre-made
+    assert seen[:5] == [1] * 5 and seen[5:10] == [2] * 5
 
 
 def test_samples_per_epoch_draws_more_than_the_dataset(tmp_path):

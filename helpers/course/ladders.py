@@ -24,8 +24,9 @@ from ..cifar import cifar10_class_names, load_cifar10
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
+from ..doctor import diagnose_pipeline
 from ..loadmeter import cpu_budget, intra_op_threads
-from ..measure import PipelineProbe, diagnose_pipeline, seconds_per_call, steps_in_budget
+from ..measure import PipelineProbe, count_samples, seconds_per_call, steps_in_budget
 from ..models import ESPCN, SmallConvNet, cifar_resnet18
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache

@@ -79,26 +79,31 @@ def plot_ladder(rows: Sequence[dict], title: str = "") -> plt.Figure:
     return figure
 
 
-def plot_sweep(rows: Sequence[dict], *, cores: int, title: str = "") -> plt.Figure:
-    """DataLoader throughput against the number of workers, one line per prefetch / pin_memory setting, with the
-    range over repeats as error bars and the number of cores marked."""
-    figure, axis = plt.subplots(figsize=(8, 4.2))
-    groups: dict[str, list[dict]] = {}
-    for row in rows:
-        key = f"prefetch {row['prefetch_factor'] or 2}" + (", pin_memory" if row["pin_memory"] else "")
-        groups.setdefault(key, []).append(row)
-    zero = [r for r in rows if r["num_workers"] == 0]
-    for key, group in groups.items():
-        group = sorted([*zero, *[r for r in group if r["num_workers"] > 0]], key=lambda r: r["num_workers"])
+def plot_cpu_budget(rows: Sequence[dict], *, cores: int, title: str = "") -> plt.Figure:
+    """The workers x intra-op threads sweep, end to end: samples/s fed (left) and the step's compute per step (right)
+    against num_workers, one line per thread count, ranges over repeats as error bars; hollow markers where workers +
+    threads exceed the cores, and the cores marked."""
+    figure, (rate_axis, compute_axis) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for threads, pinned in sorted({(r.get("intra_op_threads") or cores, r["pin_memory"]) for r in rows}):
+        group = sorted((r for r in rows if (r.get("intra_op_threads") or cores, r["pin_memory"]) == (threads, pinned)
+                        and (r["prefetch_factor"] or 2) == 2), key=lambda r: r["num_workers"])  # fmt: skip
         x = [r["num_workers"] for r in group]
-        y = [r["samples_per_s"] for r in group]
-        spread = [[r["samples_per_s"] - min(r["runs"]) for r in group], [max(r["runs"]) - r["samples_per_s"] for r in group]]
-        axis.errorbar(x, y, yerr=spread, marker="o", capsize=3, label=key)
-    axis.axvline(cores, color="gray", linestyle="--", label=f"{cores} CPU cores")
-    axis.set_xlabel("num_workers")
-    axis.set_ylabel("samples/s (median, range over repeats)")
-    axis.set_title(title)
-    axis.legend()
+        label = f"{threads} intra-op threads" + (", pin_memory" if pinned else "")
+        for axis, key, runs in ((rate_axis, "samples_per_s", "runs"), (compute_axis, "compute_ms", "compute_runs")):
+            y = [r[key] for r in group]
+            spread = [[r[key] - min(r[runs]) for r in group], [max(r[runs]) - r[key] for r in group]]
+            line = axis.errorbar(x, y, yerr=spread, marker="o", capsize=3, label=label)
+            over = [(r["num_workers"], r[key]) for r in group if r["num_workers"] + threads > cores]
+            if over:
+                axis.scatter(*zip(*over), s=90, facecolors="white", edgecolors=line[0].get_color(), zorder=3)
+    labels = ((rate_axis, "samples/s fed (median, range over repeats)"), (compute_axis, "compute ms per step"))
+    for axis, label in labels:
+        axis.axvline(cores, color="gray", linestyle="--", label=f"{cores} CPU cores")
+        axis.set_xlabel("num_workers")
+        axis.set_ylabel(label)
+        axis.legend(fontsize=8)
+    compute_axis.set_title("hollow: workers + threads exceed the cores", fontsize=9)
+    figure.suptitle(title)
     figure.tight_layout()
     return figure
 

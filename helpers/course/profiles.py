@@ -69,6 +69,8 @@ class Profile:
     gan: tuple[int, int, int, int]  # 07: SmallEDSR features, blocks, HR crop, batch of the GAN measurement
     sr: SRTraining  # 05 and `python -m helpers.train sr`
     cifar: CifarTraining  # 06 and `python -m helpers.train cifar`
+    doctor_budget_s: float = 8.0  # 01: seconds of timed blocks per run of the doctor on the notebook's own loop
+    sweep_max_workers: int = 32  # 02: the most DataLoader workers the workers x threads sweep tries
 
     @property
     def is_smoke(self) -> bool:
@@ -91,6 +93,7 @@ PROFILES: dict[str, Profile] = {
         sr=SRTraining(features=8, blocks=1, hr_crop=32, batch=4, batches_per_epoch=2, learning_rate=2e-3,
                       budget_s=None, steps=4),
         cifar=CifarTraining(images=256, batch=64, learning_rate=0.1, model="small", budget_s=None, steps=4),
+        doctor_budget_s=0.3, sweep_max_workers=1,
     ),
     "cpu": Profile(
         "cpu", "a few minutes per notebook on a laptop CPU", notebook_limit_s=900, gallery_images=8,

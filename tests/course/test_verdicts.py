@@ -7,9 +7,12 @@ from types import SimpleNamespace
 from helpers.course import verdicts
 
 
-def _sweep_row(workers, rate, runs=None, prefetch=2):
-    return {"num_workers": workers, "prefetch_factor": prefetch, "pin_memory": False, "samples_per_s": rate,
-            "runs": runs or [rate]}  # fmt: skip
+def _sweep_row(workers, rate, runs=None, prefetch=2, threads=None, compute=None):
+    row = {"num_workers": workers, "prefetch_factor": prefetch if workers else None, "pin_memory": False,
+           "samples_per_s": rate, "runs": runs or [rate], "intra_op_threads": threads}  # fmt: skip
+    if compute is not None:
+        row.update(mode="end to end", compute_ms=compute, compute_runs=[compute], data_wait_ms=1.0)
+    return row
 
 
 def test_sweep_verdict_reports_a_peak_past_the_core_count():
@@ -35,6 +38,38 @@ def _ladder_row(name, alone, fed, premade, efficiency, note="", role=None, sprea
             "premade_samples_per_s": premade, "premade_samples_per_s_range": span(premade),
             "pipeline_efficiency": efficiency, "efficiency_range": (efficiency - 0.01, min(efficiency + 0.01, 1.0)),
             "load_note": "", **extra}  # fmt: skip
+
+
+def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
+    rows = [_sweep_row(0, 40, [38, 42], threads=2, compute=20.0), _sweep_row(2, 35, [33, 36], threads=2, compute=41.0),
+            _sweep_row(0, 25, [24, 26], threads=1, compute=35.0), _sweep_row(1, 50, [48, 52], threads=1, compute=36.0),
+            _sweep_row(2, 45, [44, 47], threads=1, compute=52.0)]  # fmt: skip
+    text = verdicts.sweep_verdict(rows, cores=2)
+    assert text.startswith("End to end") and "1 worker, 1 intra-op thread, prefetch 2: 50 samples/s" in text
+    assert "with 1 thread, 35.5 ms per step within the cores (35.0–36.0) against 52.0 (52.0–52.0) past them: slower" in text
+    assert "with 2 threads, 20.0 ms per step within the cores (20.0–20.0) against 41.0 (41.0–41.0) past them: slower" in text
+
+
+def test_sweep_verdict_tests_two_to_four_times_the_cores():
+    fewer = [_sweep_row(0, 10, [9, 11]), _sweep_row(2, 50, [48, 52])]
+    assert "is not supported here: 2 workers" in verdicts.sweep_verdict(fewer + [_sweep_row(4, 30, [29, 31])], cores=2)
+    assert "is supported here: 8 workers" in verdicts.sweep_verdict(fewer + [_sweep_row(8, 70, [66, 72])], cores=2)
+    assert "is within the noise here" in verdicts.sweep_verdict(fewer + [_sweep_row(4, 51, [49, 53])], cores=2)
+    assert "is untested here: no setting had 4–8 workers" in verdicts.sweep_verdict(fewer, cores=2)
+
+
+def test_sweep_and_ladder_agree_or_say_what_differs():
+    sweep = [_sweep_row(0, 100, [95, 105], threads=2), _sweep_row(2, 60, [58, 62], prefetch=4, threads=1)]
+    ladder = [{"name": "plain", "fed_samples_per_s": 101, "rounds": 5, "steps_per_turn": 7},
+              {"name": "tuned", "fed_samples_per_s": 90, "rounds": 5, "steps_per_turn": 7}]  # fmt: skip
+    pairs = [("plain", {"num_workers": 0}), ("tuned", {"num_workers": 2, "prefetch_factor": 4})]
+    text = verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs, ladder_threads=2)
+    assert "'plain' 101 samples/s in the ladder against 100 samples/s (95–105)" in text and "agree within the noise" in text
+    assert "'tuned' 90 samples/s in the ladder against 60 samples/s (58–62) in the sweep" in text
+    assert "What differs" in text and "ran with 1 intra-op thread(s) against the ladder's 2" in text
+    assert "What differs" not in verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs[:1], ladder_threads=2)
+
+
 
 
 def test_ladder_verdict_compares_end_to_end_only_among_rungs_with_the_same_model():
@@ -263,3 +298,13 @@ def test_decode_and_layout_verdicts_give_repeated_timings_their_ranges():
 def test_a_single_measurement_on_each_side_says_it_has_no_range():
     text = verdicts.ratio_with_range(4.15, (4.15, 4.15), 1.0, (1.0, 1.0), pick=("a", "b"))
     assert text == "4.2x (one measurement each: no range)"
+
+
+def test_doctor_change_verdict_reads_fed_rates_with_their_ranges():
+    before = SimpleNamespace(fed_samples_per_s=(10.0, 9.0, 11.0), verdict="INPUT-BOUND")
+    after = SimpleNamespace(fed_samples_per_s=(20.0, 18.0, 22.0), verdict="INCONCLUSIVE")
+    text = verdicts.doctor_change_verdict(before, after, change="2 persistent workers")
+    assert "fed 20.0 samples/s (18.0–22.0) against 10.0 (9.0–11.0) before" in text and "2.0x." in text
+    assert "input-bound before and inconclusive after" in text
+    close = SimpleNamespace(fed_samples_per_s=(10.5, 9.5, 12.0), verdict="INPUT-BOUND")
+    assert "within the noise" in verdicts.doctor_change_verdict(before, close, change="x")

@@ -1,0 +1,264 @@
+"""The pipeline doctor: verdicts only where every measurement agrees, advice from what the pipeline already is (never
+what it already uses; the task's own pieces), any step accepted (a TrainStep too), and the command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from torchvision.datasets import FakeData
+from torchvision.transforms import ToTensor
+
+from helpers import doctor
+from helpers.augment import cifar_train_augment
+from helpers.doctor import (
+    COMPETES, COMPUTE_BOUND, INCONCLUSIVE, INPUT_BOUND, BatchStep, classify, diagnose, diagnose_pipeline, main,
+    step_device, verdict_of,
+)  # fmt: skip
+from helpers.loading import DeviceTensorLoader, make_loader
+from helpers.measure import PipelineResult
+from helpers.pipeline_facts import advice_for, describe_batch, describe_pipeline
+from helpers.sr_cache import CachedCropLoader, DecodedSRCache
+from helpers.sr_data import LazyCropSRDataset
+from helpers.step import TrainStep
+
+VERDICTS = (INPUT_BOUND, COMPETES, COMPUTE_BOUND, INCONCLUSIVE)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _result(efficiency, low, high, wait_ms, compute_ms, premade_ms=None):
+    return PipelineResult(100.0, 100.0 / efficiency, efficiency, wait_ms, compute_ms, 12, 100.0, None,
+                          efficiency_range=(low, high), premade_step_ms=premade_ms)  # fmt: skip
+
+
+# --- verdicts ---
+
+
+def test_each_reading_names_its_bottleneck():
+    assert classify(0.40, 20.0, 15.0, 14.0) == INPUT_BOUND  # waits 57% of each step
+    assert classify(0.35, 4.0, 29.1, 14.0) == COMPETES  # 15 ms slower per step, 4 ms of waiting
+    assert classify(0.86, 63.3, 383.0, 380.0) == INPUT_BOUND  # 14% waits: the wait explains it
+    assert classify(0.98, 0.5, 40.0, 39.0) == COMPUTE_BOUND
+    assert verdict_of([INPUT_BOUND] * 3) == INPUT_BOUND and verdict_of([]) == INCONCLUSIVE
+    assert verdict_of([INPUT_BOUND, INPUT_BOUND, COMPUTE_BOUND]) == INCONCLUSIVE
+
+
+def test_an_efficiency_above_one_never_stands_as_a_number():
+    assert doctor.efficiency_text(1.38, 1.1, 1.5) == "1.0 within the noise (measured 1.38, 1.10–1.50)"
+    assert doctor.efficiency_text(0.99, 0.98, 1.06).startswith("0.99 (0.98–1.0 within the noise")
+    assert doctor.efficiency_text(0.5, 0.4, 0.6) == "0.50 (0.40–0.60)"
+    assert "1.0 within the noise" in diagnose_pipeline(_result(1.02, 0.97, 1.05, 0.5, 40.0, 39.0))
+
+
+def test_a_range_that_straddles_is_inconclusive():
+    # the reader's contradiction: "INPUT-BOUND" printed over an efficiency range of 0.36–1.05
+    text = diagnose_pipeline(_result(0.62, 0.36, 1.05, 1.0, 30.0, 29.0), num_workers=0, cpu_cores=2)
+    first = text.splitlines()[0]
+    assert first.startswith(INCONCLUSIVE) and "rerun on a quieter machine" in first and "0.62 (0.36–1.0" in first
+    assert "more DataLoader workers" not in text  # no bottleneck, so no cure for one
+    assert diagnose_pipeline(_result(0.40, 0.36, 0.45, 20.0, 15.0, 14.0)).startswith(INPUT_BOUND)
+    assert diagnose_pipeline(_result(0.98, 0.96, 1.02, 0.5, 40.0, 39.0)).startswith(COMPUTE_BOUND)
+    competes = diagnose_pipeline(_result(0.35, 0.30, 0.40, 4.0, 29.1, 14.0), num_workers=2, cpu_cores=2)
+    assert competes.startswith(COMPETES) and "14.0 ms per step on pre-made" in competes
+    assert "more DataLoader workers" not in competes
+
+
+def test_diagnose_is_inconclusive_when_its_blocks_disagree(monkeypatch):
+    blocks = {"efficiency": [0.40, 0.95, 0.50], "wait": [20.0, 0.5, 18.0], "compute": [15.0, 15.0, 15.0],
+              "premade": [14.0, 14.5, 14.0], "fed": [30.0, 60.0, 40.0]}  # fmt: skip
+    measured = doctor._block_numbers  # the blocks still run; their numbers are replaced by these
+    monkeypatch.setattr(doctor, "_block_numbers", lambda probe, n, steps: (measured(probe, n, steps), blocks)[1])
+    diagnosis = diagnose(_batches(8), _plain_step(nn.Linear(3, 2)), budget_s=0.1)
+    assert diagnosis.verdict == INCONCLUSIVE and diagnosis.readings == [INPUT_BOUND, COMPUTE_BOUND, INPUT_BOUND]
+    assert str(diagnosis).startswith("INCONCLUSIVE: rerun on a quieter machine")
+    assert diagnosis.efficiency == (0.50, 0.40, 0.95) and diagnosis.data_wait_ms == (18.0, 0.5, 20.0)
+    assert diagnosis.fed_samples_per_s == (40.0, 30.0, 60.0)
+    blocks["efficiency"][1], blocks["wait"][1] = 0.45, 19.0
+    agreed = diagnose(_batches(8), _plain_step(nn.Linear(3, 2)), budget_s=0.1)
+    assert agreed.verdict == INPUT_BOUND and "0.45 (0.40–0.50)" in agreed.headline
+
+
+# --- any step, any loader ---
+
+
+def _batches(count, dtype=torch.float32):
+    x = torch.randn(count * 4, 3).to(dtype)
+    return DataLoader(TensorDataset(x, torch.randint(0, 2, (count * 4,))), batch_size=4)
+
+
+def _plain_step(model):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train_step(batch):
+        inputs, targets = batch
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(inputs), targets).backward()
+        optimizer.step()
+
+    return train_step
+
+
+def test_a_train_step_is_taken_as_it_is_and_really_trains():
+    model = nn.Linear(3, 2)
+    before = model.weight.detach().clone()
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), device="cpu")
+    diagnosis = diagnose(_batches(6), step, budget_s=0.1, blocks=2)
+    assert diagnosis.verdict in VERDICTS and diagnosis.trained_steps == step.micro_batches > 0
+    assert not torch.equal(model.weight, before)  # it trained the model it measured, and says so
+    text = str(diagnosis)
+    assert "It trained the model it measured" in text and "copy.deepcopy" in text
+    assert diagnosis.pipeline.precision == "fp32"  # read off the TrainStep
+
+
+def test_steps_are_called_the_way_they_take_the_batch():
+    seen = []
+    BatchStep(lambda inputs, targets: seen.append(("two", inputs, targets)))((1, 2))
+    BatchStep(lambda batch: seen.append(("one", batch)))((1, 2))
+    BatchStep(lambda batch, extra=None: seen.append(("default", batch)))((1, 2))
+    assert seen == [("two", 1, 2), ("one", (1, 2)), ("default", (1, 2))]
+    with pytest.raises(TypeError, match="lambda batch"):
+        BatchStep(lambda inputs, targets: None)(torch.zeros(3))
+
+
+def test_the_device_comes_from_the_step():
+    model = nn.Linear(3, 2)
+    assert step_device(_plain_step(model)) == torch.device("cpu")  # the model its function uses
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cpu")
+    assert step_device(step) == torch.device("cpu") and step_device(step, "meta") == torch.device("meta")
+
+
+# --- advice from what the pipeline already is ---
+
+
+def _photos(folder, count=3):
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 256, (70, 90, 3), dtype=np.uint8)).save(folder / f"p{i}.png")
+    return sorted(folder.glob("*.png"))
+
+
+def _advice(loader, step=None, *, device="cpu", cores=4, threads=None, batch=None):
+    batch = batch if batch is not None else describe_batch(next(iter(loader)))
+    facts = describe_pipeline(loader, step or (lambda b: None), torch.device(device), batch, cpu_cores=cores)
+    if threads is not None:
+        facts.intra_op_threads = threads
+    return facts, {v: "\n".join(advice_for(v, facts)) for v in VERDICTS}
+
+
+SR_PIECES = ("DecodedSRCache", "CachedCropLoader", "DeviceSRCropLoader")
+CLASSIFIER_PIECES = ("DeviceTensorLoader", "cifar_train_augment")
+
+
+def test_advice_never_names_what_is_already_in_use(tmp_path):
+    cache = DecodedSRCache(_photos(tmp_path), scale=2)
+    facts, advice = _advice(CachedCropLoader(cache, batch_size=2, hr_crop=32, as_float=False))
+    assert facts.decoded and facts.task == "super-resolution" and facts.inputs_dtype == "torch.uint8"
+    unseen = describe_pipeline(CachedCropLoader(cache, batch_size=2, hr_crop=32), None, torch.device("cpu"))
+    assert unseen.task == "super-resolution"  # known by its pieces' names before any batch is seen
+    for text in advice.values():
+        assert not any(piece in text for piece in ("DecodedSRCache", "CachedCropLoader", "uint8 batches"))
+    images, labels = torch.randint(0, 256, (32, 3, 8, 8), dtype=torch.uint8), torch.randint(0, 10, (32,))
+    facts, advice = _advice(DeviceTensorLoader(images, labels, batch_size=8, augment=cifar_train_augment(size=8)))
+    assert facts.task == "classification" and facts.augments_on_device
+    assert not any(piece in text for text in advice.values() for piece in CLASSIFIER_PIECES)
+    tuned = make_loader(_pil_images(), 8, num_workers=2, persistent_workers=True)
+    facts, advice = _advice(tuned, cores=2)
+    assert facts.num_workers == 2 and facts.persistent_workers
+    assert not any(knob in advice[INPUT_BOUND] for knob in ("more DataLoader workers", "persistent_workers=True"))
+    bf16_model = nn.Linear(3, 2)
+    bf16 = TrainStep(bf16_model, torch.optim.SGD(bf16_model.parameters(), lr=0.1), nn.MSELoss(), device="cpu",
+                     precision="bf16", channels_last=True)  # fmt: skip
+    facts, advice = _advice(_batches(2), bf16)
+    assert facts.precision == "bf16" and "mixed precision" not in advice[COMPUTE_BOUND]
+
+
+def _pil_images(count=32):
+    """A classification dataset that makes PIL images per sample, as ImageFolder does."""
+    return FakeData(count, image_size=(3, 8, 8), num_classes=10, transform=ToTensor())
+
+
+def test_advice_adds_what_is_missing(tmp_path):
+    _, advice = _advice(make_loader(_pil_images(), 8, num_workers=1), cores=4)
+    for wanted in ("more DataLoader workers (1 now, 4 cores)", "persistent_workers=True", "uint8 batches",
+                   "DeviceTensorLoader"):  # fmt: skip
+        assert wanted in advice[INPUT_BOUND]
+    facts, advice = _advice(make_loader(TensorDataset(torch.rand(32, 3, 8, 8), torch.randint(0, 10, (32,))), 8))
+    assert facts.decoded and "DeviceTensorLoader" in advice[INPUT_BOUND]  # one gather instead of per-sample collation
+    assert "more DataLoader workers" not in advice[INPUT_BOUND]
+    model = nn.Linear(3, 2)
+    fp32 = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cpu")
+    _, advice = _advice(_batches(2), fp32)
+    assert "precision='bf16'" in advice[COMPUTE_BOUND]
+    four = make_loader(TensorDataset(torch.rand(8, 3)), 4, num_workers=4)  # never iterated: no workers start
+    _, advice = _advice(four, cores=2, threads=2, batch={})
+    assert "4 workers + 2 threads exceed 2 cores" in advice[COMPETES]
+
+
+def test_advice_names_the_pieces_of_the_task(tmp_path):
+    facts, classifier = _advice(make_loader(_pil_images(), 8))
+    assert facts.task == "classification" and "DeviceTensorLoader" in classifier[INPUT_BOUND]
+    lazy = make_loader(LazyCropSRDataset(_photos(tmp_path), scale=2, hr_crop=32), 2)
+    facts, sr = _advice(lazy)
+    assert facts.task == "super-resolution" and "DecodedSRCache + CachedCropLoader" in sr[INPUT_BOUND]
+    for text in classifier.values():
+        assert not any(piece in text for piece in SR_PIECES)
+    for text in sr.values():
+        assert not any(piece in text for piece in CLASSIFIER_PIECES)
+
+
+# --- the command line ---
+
+SCRIPT = """
+    import torch
+    from torch import nn
+    from helpers.step import TrainStep
+
+    def make_loader():
+        return [(torch.randn(4, 3), torch.randint(0, 2, (4,))) for _ in range(6)]
+
+    def make_step():
+        model = nn.Linear(3, 2)
+        return TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), device="cpu")
+"""
+
+
+def test_the_command_line_diagnoses_a_scripts_loader_and_step(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    assert main([str(script), "--budget-s", "0.1", "--blocks", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(VERDICTS) and out[1].startswith("Pipeline: list")
+    (tmp_path / "half.py").write_text("def make_loader():\n    return []\n")
+    assert main([str(tmp_path / "half.py")]) == 2
+    assert "half.py: defines no make_step()" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing.py")]) == 2
+    assert "missing.py: no such script" in capsys.readouterr().err
+
+
+def test_python_dash_m_helpers_doctor_runs(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    done = subprocess.run([sys.executable, "-m", "helpers.doctor", str(script), "--budget-s", "0.1", "--blocks", "2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith(VERDICTS) and "It trained the model it measured" in done.stdout
+
+
+def test_a_sleeping_loader_is_input_bound_in_every_block():
+    class Sleepy:
+        def __iter__(self):
+            while True:
+                time.sleep(0.03)
+                yield torch.zeros(4, 3), torch.zeros(4, dtype=torch.long)
+
+    diagnosis = diagnose(Sleepy(), _plain_step(nn.Linear(3, 2)), budget_s=0.3, blocks=3)
+    assert diagnosis.data_wait_ms[1] >= 25 and INPUT_BOUND in diagnosis.readings
