@@ -110,3 +110,23 @@ def test_native_precisions_and_the_measured_choice_on_this_gpu(cuda, data):
     choice = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device=cuda, steps=2)
     assert set(choice.step_ms) == set(candidates) and all(ms > 0 for ms in choice.step_ms.values())
     assert choice.precision == min(choice.step_ms, key=choice.step_ms.get) and str(cuda) in choice.reason
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_steps_between_checks_never_synchronise_the_host(cuda, data, precision):
+    if precision == "bf16" and "bf16" not in native_precisions(cuda):
+        pytest.skip(f"bf16 is not native on {torch.cuda.get_device_name(cuda)}")
+    x, y = (t.to(cuda) for t in data)
+    model, optimizer = _mlp(cuda)
+    step = TrainStep(model, optimizer, nn.MSELoss(), device=cuda, precision=precision, accumulation_steps=2)
+    for _ in range(4):  # warm-up outside the check: cuBLAS handles, the allocator, pinned flag buffers
+        step(x, y)
+    torch.cuda.synchronize(cuda)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        results = [step(x, y) for _ in range(8)]  # 8 micro-batches, 4 optimizer steps, 4 non-blocking checks
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    step.end_epoch()  # waits for the device and reads every flag: all finite
+    assert step.optimizer_steps == 6 and all(r.loss.device.type == "cuda" for r in results)
+    assert float(results[-1]) < float(results[0])
