@@ -113,9 +113,9 @@ def choose_precision(
         reason = f"{best}: the fastest training step on {device}, its whole range below the others' ({shown})"
         return PrecisionChoice(best, medians, reason, spans, False, cost_s)
     pick = "fp32" if "fp32" in tied else best
-    why = "fp32 keeps full precision when nothing is clearly faster" if pick == "fp32" else "the lower median"
-    reason = (f"{pick}: {best} and {', '.join(tied)} are within the noise of this machine over {rounds} interleaved "
-              f"rounds, so {pick} ({why}) ({shown})")  # fmt: skip
+    why = "as full precision is kept when nothing is clearly faster" if pick == "fp32" else "by the lower median"
+    reason = (f"{pick}: the ranges of {best} and {', '.join(tied)} overlap over {rounds} interleaved rounds, within "
+              f"the noise of this machine; {pick} is taken, {why} ({shown})")  # fmt: skip
     return PrecisionChoice(pick, medians, reason, spans, True, cost_s)
 
 

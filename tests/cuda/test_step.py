@@ -67,7 +67,7 @@ def test_bf16_autocast_trains_on_cuda(cuda, data):
     step = TrainStep(model, optimizer, nn.MSELoss(), device=cuda, precision="bf16")
     outputs, _ = step.forward_loss(x, y)
     assert outputs.dtype == torch.bfloat16 and not step.scaler.is_enabled()  # bf16 needs no GradScaler
-    losses = [step(x, y) for _ in range(8)]
+    losses = [float(step(x, y)) for _ in range(8)]
     assert losses[-1] < losses[0] and step.optimizer_steps == 8 and step.skipped_steps == 0
 
 
