@@ -106,6 +106,8 @@ def choose_precision(
     medians = {p: statistics.median(v) for p, v in times_ms.items()}
     spans = {p: (min(v), max(v)) for p, v in times_ms.items()}
     best = min(medians, key=medians.get)
+    if len(medians) == 1:
+        return PrecisionChoice(best, medians, f"{best}: the only candidate measured", spans, False, cost_s)
     tied = [p for p in medians if p != best and ranges_overlap(spans[p], spans[best])]
     shown = ", ".join(f"{p} {medians[p]:.1f} ms ({spans[p][0]:.1f}-{spans[p][1]:.1f})" for p in medians)
     rounds = min(len(v) for v in times_ms.values())

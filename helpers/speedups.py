@@ -16,6 +16,7 @@ import functools
 import importlib.util
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -165,7 +166,7 @@ def _with_payback(rows: list[dict[str, Any]], times: dict[str, list[float]]) -> 
         if "skipped" in row:
             continue
         values = times[row["name"]]
-        row.update(step_ms=sorted(values)[len(values) // 2], step_ms_range=(min(values), max(values)))
+        row.update(step_ms=statistics.median(values), step_ms_range=(min(values), max(values)))
         row["startup_s"] = max(0.0, row["first_call_s"] - row["step_ms"] / 1000)
         base = base or row
         saved_ms = base["step_ms"] - row["step_ms"]
