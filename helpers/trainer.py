@@ -1,8 +1,8 @@
 """A resumable trainer in three pieces, like torchvision's references: `restore` a checkpoint, `train_one_epoch`, and
 `save_training_state`; `fit` is the short loop that joins them (with evaluation, history and DDP).
 
-Copy with: step.py (the mixed-precision step), checkpoint.py (atomic checkpoints, RNG states), distributed.py
-(DDP reductions; a no-op on one process) and atomic.py (the history file).
+Copy with: step.py and precision.py (the mixed-precision step), checkpoint.py (atomic checkpoints, RNG states),
+distributed.py (DDP reductions; a no-op on one process) and atomic.py (the history file).
 """
 
 from __future__ import annotations
@@ -276,8 +276,7 @@ def fit(
     writes = folder is not None and context.is_main
     if resume and folder is None:
         raise ValueError("resume needs a checkpoint_dir")
-    config = run_config(loader, step, context, **(run or {}))
-    generator = getattr(loader, "generator", None)
+    config, generator = run_config(loader, step, context, **(run or {})), getattr(loader, "generator", None)
     state, replay_rng = TrainState(loader_generator=generator.get_state() if generator is not None else None), None
     if resume:
         state, replay_rng = restore(folder, model=model, step=step, scheduler=scheduler, loader=loader, run=config)
