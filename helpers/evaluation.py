@@ -1,8 +1,8 @@
 """Evaluation as papers do it: super-resolution PSNR-Y/SSIM-Y against bicubic on whole images, and classifier top-1,
 each rank evaluating its share under torchrun.
 
-Copy with: metrics.py and resize.py (the protocol), step.py and precision.py (autocast dtypes) and distributed.py
-(reductions; a no-op on one process).
+Copy with: metrics.py and resize.py (the protocol), step.py (autocast dtypes) and distributed.py (reductions; a
+no-op on one process).
 """
 
 from __future__ import annotations

@@ -4,16 +4,13 @@ scaled by its real size), skipped overflow steps counted (the scheduler waits fo
 from device-side flags, without a host synchronisation per micro-batch; plus a GAN super-resolution step that feeds
 generator and discriminator from one batch.
 
-Copy with: precision.py (choosing the precision by measurement). Third-party: torch.
+Copy alone: needs only torch (precision.py, with this file, chooses the precision by measurement).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,25 +18,36 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .precision import (
-    PRECISIONS,
-    PrecisionChoice,
-    autocast_dtype,
-    cpu_has_native_bf16,
-    device_signature,
-    interleaved_times,
-    load_cached_choice,
-    model_signature,
-    native_precisions,
-    save_cached_choice,
-    choose_precision,
-)
 
-__all__ = [
-    "PRECISIONS", "NonFiniteLossError", "PrecisionChoice", "StepResult", "TrainStep", "autocast_dtype",
-    "cpu_has_native_bf16", "fastest_precision", "gan_sr_step", "native_precisions",
-]  # fmt: skip
+PRECISIONS = ("fp32", "bf16", "fp16")
 SCHEDULER_INTERVALS = ("step", "epoch")
+
+
+def autocast_dtype(precision: str) -> torch.dtype | None:
+    """The autocast dtype for a precision name (None for fp32, which runs without autocast)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when oneDNN reports native bf16 on this CPU (AVX512-BF16 or AMX); elsewhere bf16 autocast is emulated."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN
+        return False
+
+
+def native_precisions(device: torch.device | str) -> list[str]:
+    """Precisions `device` runs natively: fp32 always; on CUDA fp16 (with a GradScaler) and bf16 from compute
+    capability 8.0 (Ampere) on; on a CPU bf16 only where oneDNN has native bf16 instructions."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        major, _ = torch.cuda.get_device_capability(device)
+        return ["fp32", "fp16", *(["bf16"] if major >= 8 else [])]
+    if device.type == "cpu" and cpu_has_native_bf16():
+        return ["fp32", "bf16"]
+    return ["fp32"]
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -291,55 +299,3 @@ def gan_sr_step(
         return {"d_loss": d_loss.detach(), "g_loss": g_loss.detach()}
 
     return step
-
-
-# --- choosing a precision (the timing and the rule are in precision.py) ------------------------------------------
-
-
-@contextlib.contextmanager
-def _trial_steps(
-    model: nn.Module, candidates: list[str], *, loss_fn: Callable, device: torch.device, channels_last: bool
-) -> Iterator[dict[str, TrainStep]]:
-    """One TrainStep per precision, each on its own copy of `model` (the model itself is not trained)."""
-    steps = {}
-    for precision in candidates:
-        trial = copy.deepcopy(model).to(device)
-        steps[precision] = TrainStep(trial, torch.optim.SGD(trial.parameters(), lr=1e-6), loss_fn, device=device,
-                                     precision=precision, channels_last=channels_last)  # fmt: skip
-    try:
-        yield steps
-    finally:
-        steps.clear()
-
-
-def fastest_precision(
-    model: nn.Module,
-    example: tuple[torch.Tensor, torch.Tensor],
-    *,
-    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor],
-    device: torch.device | str,
-    rounds: int = 5,
-    steps: int = 1,
-    channels_last: bool = False,
-    cache: str | os.PathLike | None = None,
-) -> PrecisionChoice:
-    """Time training steps of a copy of `model` on `example` in each native precision of `device`, interleaved
-    over `rounds` rounds of `steps` steps (after one warm-up step each), and choose by `choose_precision` (within the
-    noise it says so). It costs about (rounds * steps + 1) steps per candidate, stated in `cost_s`. With `cache` (a
-    JSON file) a choice measured before for this device and model signature is reused, and a new one is saved.
-    With only fp32 native, nothing is timed."""
-    device = torch.device(device)
-    candidates = native_precisions(device)
-    if candidates == ["fp32"]:
-        return PrecisionChoice("fp32", {}, f"fp32: the only precision {device.type} runs natively here")
-    key = f"{device_signature(device)} | {model_signature(model, example, channels_last=channels_last)}"
-    if cache is not None and (cached := load_cached_choice(cache, key)) is not None:
-        return cached
-    start = time.perf_counter()
-    with _trial_steps(model, candidates, loss_fn=loss_fn, device=device, channels_last=channels_last) as trials:
-        calls = {p: (lambda s=s: s(*example)) for p, s in trials.items()}
-        times = interleaved_times(calls, rounds=rounds, per_round=steps, warmup=1, device=device)
-    choice = choose_precision(times, device=device, cost_s=time.perf_counter() - start)
-    if cache is not None:
-        save_cached_choice(cache, key, choice)
-    return choice

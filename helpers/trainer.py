@@ -1,8 +1,8 @@
 """A resumable trainer in three pieces, like torchvision's references: `restore` a checkpoint, `train_one_epoch`, and
 `save_training_state`; `fit` is the short loop that joins them (with evaluation, history and DDP).
 
-Copy with: step.py and precision.py (the mixed-precision step), checkpoint.py (atomic checkpoints, RNG states),
-distributed.py (DDP reductions; a no-op on one process) and atomic.py (the history file).
+Copy with: step.py (the mixed-precision step), checkpoint.py (atomic checkpoints, RNG states), distributed.py
+(DDP reductions; a no-op on one process) and atomic.py (the history file).
 """
 
 from __future__ import annotations

@@ -9,17 +9,10 @@ import torch
 from torch import nn
 
 import helpers.precision as precision_module
+import helpers.step as step_module
 from helpers.models import PatchDiscriminator, SmallEDSR
-from helpers.precision import choose_precision
-from helpers.step import (
-    NonFiniteLossError,
-    StepResult,
-    TrainStep,
-    autocast_dtype,
-    fastest_precision,
-    gan_sr_step,
-    native_precisions,
-)
+from helpers.precision import choose_precision, fastest_precision
+from helpers.step import NonFiniteLossError, StepResult, TrainStep, autocast_dtype, gan_sr_step, native_precisions
 
 
 def _model_and_optimizer(seed: int = 1):
@@ -116,9 +109,9 @@ def test_unknown_precision_is_refused():
 
 
 def test_native_precisions_follow_the_hardware(monkeypatch):
-    monkeypatch.setattr(precision_module, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: False)
     assert native_precisions("cpu") == ["fp32"]  # AVX2-only CPUs emulate bf16: ~10x slower than fp32
-    monkeypatch.setattr(precision_module, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: True)
     assert native_precisions("cpu") == ["fp32", "bf16"]
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))  # a T4: no bf16 cores
     assert native_precisions("cuda") == ["fp32", "fp16"]
@@ -129,10 +122,10 @@ def test_native_precisions_follow_the_hardware(monkeypatch):
 def test_fastest_precision_times_the_candidates_interleaved_and_says_why(data, monkeypatch, tmp_path):
     x, y = data
     model, _ = _model_and_optimizer()
-    monkeypatch.setattr(precision_module, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: False)
     choice = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu")
     assert choice.precision == "fp32" and choice.step_ms == {} and "only precision" in choice.reason
-    monkeypatch.setattr(precision_module, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: True)
     order = []
     real = precision_module.interleaved_times
 
@@ -140,7 +133,7 @@ def test_fastest_precision_times_the_candidates_interleaved_and_says_why(data, m
         wrapped = {name: (lambda name=name, fn=fn: (order.append(name), fn())) for name, fn in calls.items()}
         return real(wrapped, **kwargs)
 
-    monkeypatch.setattr("helpers.step.interleaved_times", recording)
+    monkeypatch.setattr(precision_module, "interleaved_times", recording)
     before = _params(model)
     cache = tmp_path / "precision.json"
     choice = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu", rounds=3, cache=cache)

@@ -28,8 +28,8 @@ from ..seeding import rank_seed, seed_everything
 from ..sr_cache import CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 from ..sr_data import SREvalDataset
 from ..measure import steps_in_budget
-from ..precision import interleaved_times
-from ..step import PrecisionChoice, TrainStep, fastest_precision
+from ..precision import PrecisionChoice, fastest_precision, interleaved_times
+from ..step import TrainStep
 from ..trainer import fit, make_scheduler, saved_run_config
 from .data import bsds300_split, prepare_bsds300, prepare_cifar10
 from .profiles import resolve_profile
