@@ -5,6 +5,7 @@ helpers.bench`."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -25,7 +26,7 @@ from ..env import environment_report, format_environment_report, resolve_device,
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
 from ..measure import PipelineProbe, count_samples, diagnose_pipeline, seconds_per_call, steps_in_budget
-from ..models import ESPCN, SmallConvNet, cifar_resnet18
+from ..models import ESPCN, build_model, describe_model
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
 from ..sr_data import LazyCropSRDataset
@@ -371,9 +372,8 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
     slug = "standin" if source.is_standin else "cifar10"
     folder = export_image_folder(images, labels, class_names=cifar10_class_names(source.root),
                                  dest=data_root() / "imagefolder" / f"{slug}-{len(images)}")  # fmt: skip
-    use_resnet = profile.cifar_ladder_model == "resnet18"
     batch_size = args.batch_size or profile.cifar_ladder_batch
-    model = cifar_resnet18 if use_resnet else (lambda: SmallConvNet(width=16))
+    model = functools.partial(build_model, profile.cifar_ladder_model)  # models.py: the one home of the choice
     seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3)
     print(f"the post's 224-px rung: {why}")
     rungs = cifar_ladder(images, labels, image_folder=folder, device=device, batch_size=batch_size,
@@ -382,7 +382,7 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
     print(timing)
     label = (
         f"CIFAR ladder, batch {batch_size}, {len(images)} images of {source.name}, "
-        f"{'ResNet18 (CIFAR stem)' if use_resnet else 'small CNN (width 16)'} training step, profile {profile.name}"
+        f"{describe_model(profile.cifar_ladder_model)} training step, profile {profile.name}"
     )
     return rows, label, source.describe()
 
