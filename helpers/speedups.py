@@ -77,6 +77,7 @@ class SpeedUps:
 
     compile: bool = False
     compile_mode: str | None = None  # "reduce-overhead": CUDA graphs on CUDA
+    compile_optimizer: bool = False  # also compile optimizer.step: with the model, the whole step is compiled
     fused_optimizer: bool = True
     cudnn_benchmark: bool | None = None  # None: on CUDA
     channels_last: bool | None = None  # None: on CUDA with AMP
@@ -111,6 +112,9 @@ def build_fast_step(
         if usable and (options.compile_mode != "reduce-overhead" or device.type == "cuda"):
             forward = torch.compile(model, mode=options.compile_mode)
             notes.append(f"torch.compile(mode={options.compile_mode!r})")
+            if options.compile_optimizer:  # a float learning rate is a constant to the compiler: a schedule that
+                opt.step = torch.compile(opt.step)  # changes it recompiles (PyTorch's recipe: lr as a tensor)
+                notes.append("optimizer.step compiled")
         else:
             notes.append(f"compile skipped: {why if not usable else 'reduce-overhead (CUDA graphs) needs CUDA'}")
     step = TrainStep(forward, opt, loss_fn, device=device, precision=precision, channels_last=channels_last)
@@ -126,6 +130,7 @@ def speedup_variants(device: torch.device | str) -> dict[str, SpeedUps]:
     if device.type == "cuda":
         rows["cudnn.benchmark"] = replace(plain, cudnn_benchmark=True)
     rows["torch.compile"] = replace(plain, compile=True)
+    rows["torch.compile, model and optimizer step"] = replace(plain, compile=True, compile_optimizer=True)
     if device.type == "cuda":
         rows["torch.compile reduce-overhead (CUDA graphs)"] = replace(plain, compile=True, compile_mode="reduce-overhead")
     return rows
