@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import torch
 
-
 # What trainer.py saves; a file without one of them is not a checkpoint it can resume from.
 TRAINER_KEYS = ("model", "optimizer", "step", "epoch", "batch_in_epoch", "rng", "history", "trained_seconds", "run")
 

@@ -7,13 +7,13 @@ Copy with: step.py (the training step it times). Third-party: torch.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import hashlib
 import json
 import os
 import platform
 import statistics
-import contextlib
-import copy
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field

@@ -47,7 +47,7 @@ def compiler_status(device_type: str) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory() as folder:
         try:
             done = subprocess.run([compiler, "-x", "c++", "-", "-o", str(Path(folder) / "a.out")], text=True,
-                                  input="int main() { return 0; }\n", capture_output=True, timeout=60)  # fmt: skip
+                                  input="int main() { return 0; }\n", capture_output=True, timeout=60, check=False)  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as error:
             return False, f"the C++ compiler {compiler} does not run ({error})"
     if done.returncode:

@@ -18,7 +18,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-
 PRECISIONS = ("fp32", "bf16", "fp16")
 SCHEDULER_INTERVALS = ("step", "epoch")
 

@@ -13,7 +13,12 @@ import torch
 from torch import nn
 
 from helpers import checkpoint
-from helpers.checkpoint import CheckpointError, load_checkpoint, load_latest_checkpoint, save_checkpoint
+from helpers.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    load_latest_checkpoint,
+    save_checkpoint,
+)
 from helpers.step import TrainStep
 from helpers.trainer import fit, restore
 

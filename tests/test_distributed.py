@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from helpers.augment import cifar_train_augment
 from helpers.distributed import DistributedContext, wrap_model

@@ -9,7 +9,13 @@ import torch
 from torch import nn
 
 import helpers.speedups as speedups
-from helpers.speedups import SpeedUps, build_fast_step, compiler_status, fast_optimizer, measure_speedups
+from helpers.speedups import (
+    SpeedUps,
+    build_fast_step,
+    compiler_status,
+    fast_optimizer,
+    measure_speedups,
+)
 
 
 def _net():

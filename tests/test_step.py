@@ -12,7 +12,14 @@ import helpers.precision as precision_module
 import helpers.step as step_module
 from helpers.models import PatchDiscriminator, SmallEDSR
 from helpers.precision import choose_precision, fastest_precision
-from helpers.step import NonFiniteLossError, StepResult, TrainStep, autocast_dtype, gan_sr_step, native_precisions
+from helpers.step import (
+    NonFiniteLossError,
+    StepResult,
+    TrainStep,
+    autocast_dtype,
+    gan_sr_step,
+    native_precisions,
+)
 
 
 def _model_and_optimizer(seed: int = 1):
@@ -145,7 +152,6 @@ def test_fastest_precision_times_the_candidates_interleaved_and_says_why(data, m
     order.clear()
     again = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu", rounds=3, cache=cache)
     assert again.cached and order == [] and (again.precision, again.step_ms) == (choice.precision, choice.step_ms)
-    other, _ = _model_and_optimizer()
     wider = nn.Sequential(nn.Linear(5, 32), nn.Tanh(), nn.Linear(32, 1))
     assert not fastest_precision(wider, (x, y), loss_fn=nn.MSELoss(), device="cpu", rounds=1, cache=cache).cached
 
@@ -177,7 +183,7 @@ def test_the_step_does_not_read_its_loss_on_the_host_between_checks(data):
     x, y = data
     model, optimizer = _model_and_optimizer()
     _Watched.reads = []
-    watched = lambda out, target: nn.functional.mse_loss(out, target).as_subclass(_Watched)  # noqa: E731
+    watched = lambda out, target: nn.functional.mse_loss(out, target).as_subclass(_Watched)
     step = TrainStep(model, optimizer, watched, device="cpu", accumulation_steps=2, check_finite_every=1000)
     results = [step(x[:12], y[:12]) for _ in range(10)]
     assert step.optimizer_steps == 5 and _Watched.reads == []  # 10 micro-batches, 5 optimizer steps: no read

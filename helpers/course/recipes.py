@@ -18,17 +18,23 @@ from torch import nn
 
 from ..augment import cifar_train_augment, normalize_only
 from ..cifar import load_cifar10
-from ..distributed import DistributedContext, cleanup_distributed, init_distributed, local_main_first, wrap_model
+from ..distributed import (
+    DistributedContext,
+    cleanup_distributed,
+    init_distributed,
+    local_main_first,
+    wrap_model,
+)
 from ..env import environment_report, format_environment_report
 from ..evaluation import evaluate_classifier, evaluate_sr
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader
+from ..measure import steps_in_budget
 from ..models import build_model, describe_model
+from ..precision import PrecisionChoice, fastest_precision, interleaved_times
 from ..seeding import rank_seed, seed_everything
 from ..sr_cache import CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 from ..sr_data import SREvalDataset
-from ..measure import steps_in_budget
-from ..precision import PrecisionChoice, fastest_precision, interleaved_times
 from ..step import TrainStep
 from ..trainer import fit, make_scheduler, saved_run_config
 from .data import bsds300_split, prepare_bsds300, prepare_cifar10
@@ -82,9 +88,10 @@ def plan_run(
     steps = max_steps if budget_s is None else steps_in_budget(budget_s, low, minimum=2, maximum=max_steps)
     why = "fixed in this profile" if budget_s is None else f"what fits a budget of {budget_s:.0f} s"
     cap = " (the profile's most)" if budget_s is not None and steps == max_steps else ""
-    plan = (choice, steps, steps * low, f"{steps} optimizer steps, {why}{cap}: {1000 * low:.1f} ms per step "
-            f"calibrated here, so about {steps * low:.0f} s of training; the run trains exactly these steps, cut "
-            f"only past {CAP_FACTOR}x that time (choosing the precision cost {choice.cost_s:.1f} s)")  # fmt: skip
+    words = (f"{steps} optimizer steps, {why}{cap}: {1000 * low:.1f} ms per step calibrated here, so about "
+             f"{steps * low:.0f} s of training; the run trains exactly these steps, cut only past {CAP_FACTOR}x that "
+             f"time (choosing the precision cost {choice.cost_s:.1f} s)")  # fmt: skip
+    plan = (choice, steps, steps * low, words)
     if context is not None and context.enabled:
         shared = [plan]
         dist.broadcast_object_list(shared, src=0)

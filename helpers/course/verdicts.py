@@ -182,7 +182,8 @@ def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice:
     ranking = f"The fastest step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
         f", within the noise of {', '.join(tied)}" if tied else "")  # fmt: skip
     chosen = f" The choice, from these same timings of the native precisions: {choice.reason}." if choice else ""
-    return f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were {losses}.{chosen}"
+    return (f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
+            f"{losses}.{chosen}")
 
 
 def _median_and_range(value: Any) -> tuple[float, tuple[float, float] | None]:
