@@ -8,8 +8,11 @@ Needs: numpy, torch.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import random
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,9 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
-
 # What trainer.py saves; a file without one of them is not a checkpoint it can resume from.
-TRAINER_KEYS = ("model", "optimizer", "step", "epoch", "batch_in_epoch", "rng", "history", "trained_seconds")
+TRAINER_KEYS = ("model", "optimizer", "step", "epoch", "batch_in_epoch", "rng", "history", "trained_seconds", "run")
 
 
 class CheckpointError(RuntimeError):
@@ -50,6 +52,35 @@ def set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
+def validate_rng_states(states: Any, *, path: str | os.PathLike) -> None:
+    """Raise CheckpointError unless `states` is what `rng_states` writes (tried by setting it, then putting the
+    current states back)."""
+    current = rng_states()
+    try:
+        set_rng_states(states)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as error:
+        raise CheckpointError(
+            f"{path}: the saved RNG states are of an older or foreign format ({type(error).__name__}: "
+            f"{str(error)[:100]}); this checkpoint cannot be resumed exactly: start without --resume"
+        ) from error
+    finally:
+        set_rng_states(current)
+
+
+def check_run_config(saved: Any, current: dict[str, Any], *, path: str | os.PathLike) -> None:
+    """Raise CheckpointError naming every setting where the checkpoint's run configuration differs from this run's."""
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{path}: the saved run configuration is not a dict ({type(saved).__name__}): a "
+                              "checkpoint of another format; start without --resume")  # fmt: skip
+    differs = [f"{key}: saved {saved.get(key)!r}, this run {current.get(key)!r}"
+               for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]  # fmt: skip
+    if differs:
+        raise CheckpointError(
+            f"{path}: this checkpoint was saved by another run configuration ({'; '.join(differs)}); resume with the "
+            "settings it was saved with, or use another checkpoint folder to start afresh"
+        )
+
+
 def _temporary(path: Path) -> Path:
     return path.with_name(path.name + ".tmp")
 
@@ -64,14 +95,52 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = _temporary(path)
-    with open(temporary, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())  # the bytes are on disk before any rename makes them the checkpoint
+    try:
+        with _open_scratch(temporary) as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before any rename makes them the checkpoint
+    except BaseException as error:
+        full = _disk_full(error, path.parent)  # asked before the partial file frees its space
+        with contextlib.suppress(OSError):
+            temporary.unlink()  # a partial file must not fill the disk, nor pass for a complete checkpoint
+        if full:
+            raise OSError(errno.ENOSPC, f"{path}: the disk is full: the checkpoint was not saved (its partial "
+                          f"{temporary.name} is removed; the previous checkpoint is intact); free space and rerun "
+                          "with --resume") from error  # fmt: skip
+        raise
     if path.exists():
         os.replace(path, _previous(path))
     os.replace(temporary, path)
     return path
+
+
+def _open_scratch(path: Path) -> Any:
+    """Open a fresh `path` for writing without following a link planted there: a stale file or link of that name is
+    removed first (unlink removes a link itself, never its target), then created exclusively with O_NOFOLLOW."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        descriptor = os.open(path, flags, 0o644)
+    except FileExistsError as error:
+        raise OSError(errno.EEXIST, f"{path}: something was created here while the checkpoint was being saved "
+                      "(another process, or a planted link): remove it and save again") from error  # fmt: skip
+    return os.fdopen(descriptor, "wb")
+
+
+def _disk_full(error: BaseException | None, folder: Path) -> bool:
+    """True for ENOSPC/EDQUOT, and for torch's own write errors ("unexpected pos", no errno) when the disk has under
+    1 MiB left."""
+    if isinstance(error, RuntimeError) and not isinstance(error, OSError):
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(folder).free < 2**20:
+                return True
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def load_checkpoint(
@@ -92,9 +161,11 @@ def load_checkpoint(
         ) from error
     missing = set(required) - set(state if isinstance(state, dict) else ())
     if missing:
+        older = isinstance(state, dict) and len(missing) < len(required)
         raise CheckpointError(
-            f"{path}: not a checkpoint of this trainer (missing {sorted(missing)}); point the checkpoint folder at "
-            "one this trainer wrote, or start without --resume"
+            f"{path}: not a checkpoint of this trainer (missing {sorted(missing)})"
+            + ("; an older version of this trainer or another program wrote it" if older else "")
+            + "; point the checkpoint folder at one this trainer wrote, or start without --resume"
         )
     return state
 

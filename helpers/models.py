@@ -139,3 +139,34 @@ class PatchDiscriminator(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Patch logits, (N, 1, H/8, W/8)."""
         return self.body(images)
+
+
+# --- one home for the choice of network -------------------------------------------------------------------------
+
+MODELS = {
+    "espcn": ESPCN,
+    "small_edsr": SmallEDSR,
+    "resnet18": cifar_resnet18,  # the CIFAR stem
+    "small": SmallConvNet,
+    "patch_discriminator": PatchDiscriminator,
+}
+DESCRIPTIONS = {
+    "espcn": "ESPCN", "small_edsr": "SmallEDSR", "resnet18": "ResNet18 (CIFAR stem)", "small": "small CNN",
+    "patch_discriminator": "patch discriminator",
+}  # fmt: skip
+
+
+def build_model(name: str, **sizes: object) -> nn.Module:
+    """The course's network called `name` (a key of MODELS), built with `sizes` as its keyword arguments; "small"
+    defaults to width 16, the CPU stand-in for ResNet18."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}: choose one of {', '.join(MODELS)}")
+    if name == "small":
+        sizes = {"width": 16, **sizes}
+    return MODELS[name](**sizes)
+
+
+def describe_model(name: str, **sizes: object) -> str:
+    """A short readable name for `build_model(name, **sizes)`, with its sizes."""
+    shown = ", ".join(f"{key} {value}" for key, value in sizes.items())
+    return f"{DESCRIPTIONS.get(name, name)}" + (f" ({shown})" if shown else "")

@@ -21,7 +21,16 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .atomic import write_text_atomically
-from .checkpoint import load_latest_checkpoint, load_state_into, rng_states, save_checkpoint, set_rng_states
+from .checkpoint import (
+    CheckpointError,
+    check_run_config,
+    load_latest_checkpoint,
+    load_state_into,
+    rng_states,
+    save_checkpoint,
+    set_rng_states,
+    validate_rng_states,
+)
 from .distributed import DistributedContext, all_reduce_sum, unwrap_model
 from .step import TrainStep
 
@@ -40,12 +49,17 @@ class TrainState:
     loader_generator: torch.Tensor | None = None  # the loader's generator state at the start of the current epoch
     # (batch_in_epoch, micro_batches, global RNG states) at the last completed optimizer step: where Ctrl-C saves
     resume_point: tuple[int, int, dict[str, Any]] | None = None
+    run: dict[str, Any] = field(default_factory=dict)  # the run's configuration, stored in every checkpoint
+    time_capped: bool = False  # the time limit ended training before its planned steps
 
 
 def make_scheduler(
     optimizer: torch.optim.Optimizer, *, kind: str | None, total_steps: int, peak_learning_rate: float
 ) -> torch.optim.lr_scheduler.LRScheduler | None:
-    """A learning-rate schedule stepped once per optimizer step: 'onecycle', 'cosine', or None for a constant rate."""
+    """A learning-rate schedule for `total_steps` optimizer steps: 'onecycle', 'cosine', or None for a constant rate.
+
+    Give it to TrainStep with scheduler_interval="step" (the default): it then steps after every optimizer step the
+    GradScaler did not skip. For a per-epoch schedule build your own with total epochs and pass "epoch"."""
     if kind is None:
         return None
     if kind == "onecycle":
@@ -72,20 +86,26 @@ def save_training_state(
             "rng": point[2] if point is not None and point[0] == state.batch_in_epoch else rng_states(),
             "history": state.history,
             "trained_seconds": state.trained_seconds,
+            "run": state.run,
         },
         folder / CHECKPOINT_NAME,
     )
 
 
 def restore(
-    folder: Path, *, model: nn.Module, step: TrainStep, scheduler: Any = None, loader: Any = None
-) -> tuple[TrainState, dict[str, Any]]:
+    folder: Path, *, model: nn.Module, step: TrainStep, scheduler: Any = None, loader: Any = None,
+    run: dict[str, Any] | None = None,
+) -> tuple[TrainState, dict[str, Any]]:  # fmt: skip
     """Load `folder/last.pt` (or, with a warning, its newest complete fallback) into the model, optimizer,
-    scheduler, step and the loader's generator; a checkpoint of another model is a CheckpointError saying what differs.
+    scheduler, step and the loader's generator; a checkpoint of another model, of another run configuration than
+    `run`, or of an older or foreign format is a CheckpointError saying what differs.
 
     Returns the TrainState and the global RNG states to restore once the interrupted epoch's batches are replayed.
     """
     saved, used = load_latest_checkpoint(folder / CHECKPOINT_NAME, map_location=step.device)
+    if run is not None:
+        check_run_config(saved["run"], run, path=used)
+    validate_rng_states(saved["rng"], path=used)
     load_state_into(unwrap_model(model), saved["model"], path=used, what="model")
     load_state_into(step.optimizer, saved["optimizer"], path=used, what="optimizer")
     load_state_into(step, saved["step"], path=used, what="training step")
@@ -94,11 +114,24 @@ def restore(
     generator = getattr(loader, "generator", None)
     if generator is not None and saved.get("loader_generator") is not None:
         generator.set_state(saved["loader_generator"])
-    state = TrainState(
-        epoch=saved["epoch"], batch_in_epoch=saved["batch_in_epoch"], trained_seconds=saved["trained_seconds"],
-        history=list(saved["history"]), loader_generator=saved.get("loader_generator"),
-    )  # fmt: skip
+    try:
+        state = TrainState(
+            epoch=int(saved["epoch"]), batch_in_epoch=int(saved["batch_in_epoch"]), history=list(saved["history"]),
+            trained_seconds=float(saved["trained_seconds"]), loader_generator=saved.get("loader_generator"),
+            run=dict(saved["run"]),
+        )  # fmt: skip
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{used}: a checkpoint of another format ({error}); start without --resume") from error
     return state, saved["rng"]
+
+
+def saved_run_config(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """The run configuration stored in `folder/last.pt` (or its fallback), or None when there is no usable one."""
+    try:
+        saved, _ = load_latest_checkpoint(Path(folder) / CHECKPOINT_NAME)
+    except CheckpointError:
+        return None
+    return saved["run"] if isinstance(saved["run"], dict) else None
 
 
 def train_one_epoch(
@@ -112,28 +145,30 @@ def train_one_epoch(
     time_limit_s: float | None = None,
     after_step: Callable[[int], None] | None = None,
     bar: Any = None,
-) -> list[float]:
-    """One pass over `loader`, each batch through `step`; returns the losses.
+) -> list[torch.Tensor]:
+    """One pass over `loader`, each batch through `step`; returns the losses, still on the device.
 
     The first `state.batch_in_epoch` batches are drawn and skipped (a resumed epoch replays its draws), then the
     global RNGs are set to `replay_rng`. `state.resume_point` follows every completed optimizer step. The epoch ends
-    early after `max_steps` micro-batches in all, or `time_limit_s` seconds of training in all.
+    early after `max_steps` optimizer steps in all (steps taken; steps the GradScaler skipped do not count), or
+    `time_limit_s` seconds of training in all. Nothing here reads the loss on the host.
     """
     sampler = getattr(loader, "sampler", None)
     if hasattr(sampler, "set_epoch"):
         sampler.set_epoch(state.epoch)  # DistributedSampler: a new shuffle each epoch, the same on every rank
     model.train()
     iterator = iter(loader)
-    for _ in range(state.batch_in_epoch):
-        next(iterator)
+    _replay(iterator, state.batch_in_epoch)
     if replay_rng is not None:
         set_rng_states(replay_rng)
     state.resume_point = (state.batch_in_epoch, step.micro_batches, rng_states())
-    losses: list[float] = []
+    batches = len(loader) if hasattr(loader, "__len__") else None  # type: ignore[arg-type]
+    losses: list[torch.Tensor] = []
     started = time.perf_counter()
     try:
         for inputs, targets in iterator:
-            losses.append(step(inputs, targets))
+            # the epoch's last batch closes its (maybe short) group: under DDP it is the one that all-reduces
+            losses.append(step(inputs, targets, last=batches is not None and state.batch_in_epoch + 1 == batches).loss)
             state.batch_in_epoch += 1
             if step.pending == 0:  # an optimizer step just completed: a consistent point to resume from
                 state.resume_point = (state.batch_in_epoch, step.micro_batches, rng_states())
@@ -141,16 +176,29 @@ def train_one_epoch(
                 bar.update(1)
             if after_step is not None:
                 after_step(step.micro_batches)
-            if max_steps is not None and step.micro_batches >= max_steps:
+            if max_steps is not None and step.optimizer_steps >= max_steps:
                 break
             if time_limit_s is not None and state.trained_seconds + time.perf_counter() - started >= time_limit_s:
+                state.time_capped = max_steps is None or step.optimizer_steps < max_steps
                 break
-        step.flush()
+        step.end_epoch()
         if step.device.type == "cuda":
             torch.cuda.synchronize(step.device)
     finally:
         state.trained_seconds += time.perf_counter() - started
     return losses
+
+
+def _replay(iterator: Any, count: int) -> None:
+    """Draw and drop the first `count` batches of a resumed epoch; a loader with fewer is a CheckpointError."""
+    for drawn in range(count):
+        try:
+            next(iterator)
+        except StopIteration:
+            raise CheckpointError(
+                f"the checkpoint was saved after batch {count} of its epoch, but this loader has only {drawn} batches "
+                "per epoch: resume with the batches per epoch it was saved with, or start afresh"
+            ) from None
 
 
 def _write(folder: Path, state: TrainState, *, model: nn.Module, step: TrainStep, scheduler: Any) -> None:
@@ -159,7 +207,7 @@ def _write(folder: Path, state: TrainState, *, model: nn.Module, step: TrainStep
 
 
 def _close_epoch(
-    state: TrainState, step: TrainStep, losses: list[float], context: DistributedContext, *,
+    state: TrainState, step: TrainStep, losses: list[torch.Tensor], context: DistributedContext, *,
     evaluate: Callable[[nn.Module], dict[str, float]] | None, model: nn.Module, bar: Any,
 ) -> None:  # fmt: skip
     """Record the finished epoch in the history (evaluated when `evaluate` is given) and move the state past it."""
@@ -171,8 +219,9 @@ def _close_epoch(
     state.epoch, state.batch_in_epoch, state.resume_point = state.epoch + 1, 0, None
 
 
-def _epoch_record(state: TrainState, step: TrainStep, losses: list[float], context: DistributedContext) -> dict:
-    loss_sum, loss_count = all_reduce_sum([sum(losses), len(losses)], context)
+def _epoch_record(state: TrainState, step: TrainStep, losses: list[torch.Tensor], context: DistributedContext) -> dict:
+    total = float(torch.stack(losses).float().sum()) if losses else 0.0  # the epoch's one read of the losses
+    loss_sum, loss_count = all_reduce_sum([total, len(losses)], context)
     return {
         "epoch": state.epoch + 1,
         "micro_batches": step.micro_batches,
@@ -181,7 +230,16 @@ def _epoch_record(state: TrainState, step: TrainStep, losses: list[float], conte
         "train_loss": loss_sum / max(loss_count, 1),
         "trained_seconds": state.trained_seconds,
         "learning_rate": step.optimizer.param_groups[0]["lr"],
+        "time_capped": state.time_capped,
     }
+
+
+def run_config(loader: Any, step: TrainStep, context: DistributedContext, **extra: Any) -> dict[str, Any]:
+    """What a checkpoint must match to be resumed: batches per epoch, precision, accumulation, world size, plus
+    `extra` (a recipe's name and sizes)."""
+    batches = len(loader) if hasattr(loader, "__len__") else None
+    return {"batches_per_epoch": batches, "precision": step.precision, "accumulation_steps": step.accumulation_steps,
+            "world_size": context.world_size, **extra}  # fmt: skip
 
 
 def fit(
@@ -200,10 +258,14 @@ def fit(
     after_step: Callable[[int], None] | None = None,
     progress: bool = True,
     context: DistributedContext | None = None,
+    run: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train `epochs` passes over `loader` (at most `max_steps` micro-batches, `time_limit_s` seconds of training),
-    evaluating every `eval_every` epochs, checkpointing every epoch and on Ctrl-C, resuming exactly; return the history.
+    """Train `epochs` passes over `loader` (at most `max_steps` optimizer steps, `time_limit_s` seconds of
+    training), evaluating every `eval_every` epochs, checkpointing every epoch and on Ctrl-C, resuming exactly; return
+    the history (each record says `time_capped` when the time limit, not the planned steps, ended the run).
 
+    Every checkpoint stores the run's configuration (`run_config`: batches per epoch, precision, world size, and the
+    `run` entries you add, such as a recipe's name and sizes); resuming with another is a CheckpointError naming both.
     Exact resumption needs a loader whose randomness comes from its `generator` attribute and the global RNGs (the
     loaders in loading.py and sr_cache.py do). Under torchrun pass the DDP-wrapped model and the context: only rank
     0 writes, losses and metrics are averaged over ranks, a DistributedSampler is told the epoch, and only
@@ -215,14 +277,15 @@ def fit(
     writes = folder is not None and context.is_main
     if resume and folder is None:
         raise ValueError("resume needs a checkpoint_dir")
-    generator = getattr(loader, "generator", None)
+    config, generator = run_config(loader, step, context, **(run or {})), getattr(loader, "generator", None)
     state, replay_rng = TrainState(loader_generator=generator.get_state() if generator is not None else None), None
     if resume:
-        state, replay_rng = restore(folder, model=model, step=step, scheduler=scheduler, loader=loader)
-    total = max_steps if max_steps is not None else epochs * len(loader)
-    bar = tqdm(total=total, initial=step.micro_batches, desc="train", unit="step", disable=not (progress and context.is_main))
+        state, replay_rng = restore(folder, model=model, step=step, scheduler=scheduler, loader=loader, run=config)
+    state.run = config
+    bar = tqdm(total=epochs * len(loader) if hasattr(loader, "__len__") else None, initial=step.micro_batches,
+               desc="train", unit="batch", disable=not (progress and context.is_main))  # fmt: skip
     try:
-        while state.epoch < epochs and (max_steps is None or step.micro_batches < max_steps) and (
+        while state.epoch < epochs and (max_steps is None or step.optimizer_steps < max_steps) and (
             time_limit_s is None or state.trained_seconds < time_limit_s
         ):
             losses = train_one_epoch(model, loader, step, state, replay_rng=replay_rng, max_steps=max_steps,
@@ -234,13 +297,19 @@ def fit(
             if writes:
                 _write(folder, state, model=model, step=step, scheduler=scheduler)
     except KeyboardInterrupt:
-        # Mid-epoch: go back to the last completed optimizer step (an unfinished accumulation group's gradients are
-        # not saved), with the epoch's starting generator state and the global RNGs as they were at that step.
-        if writes and state.resume_point is not None:
-            state.batch_in_epoch, step.micro_batches, _ = state.resume_point
-            step.pending = 0
-            _write(folder, state, model=model, step=step, scheduler=scheduler)
+        _save_at_the_last_step(folder if writes else None, state, model=model, step=step, scheduler=scheduler)
         raise
     finally:
         bar.close()
     return state.history
+
+
+def _save_at_the_last_step(
+    folder: Path | None, state: TrainState, *, model: nn.Module, step: TrainStep, scheduler: Any
+) -> None:
+    """Ctrl-C mid-epoch: go back to the last completed optimizer step (an unfinished accumulation group's gradients
+    are not saved), with the epoch's starting generator state and the global RNGs as they were at that step."""
+    if folder is not None and state.resume_point is not None:
+        state.batch_in_epoch, step.micro_batches, _ = state.resume_point
+        step.pending = 0
+        _write(folder, state, model=model, step=step, scheduler=scheduler)

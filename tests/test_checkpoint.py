@@ -13,7 +13,12 @@ import torch
 from torch import nn
 
 from helpers import checkpoint
-from helpers.checkpoint import CheckpointError, load_checkpoint, load_latest_checkpoint, save_checkpoint
+from helpers.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    load_latest_checkpoint,
+    save_checkpoint,
+)
 from helpers.step import TrainStep
 from helpers.trainer import fit, restore
 
@@ -22,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _state(epoch: int) -> dict:
     return {"model": {"w": torch.full((2,), float(epoch))}, "optimizer": {}, "step": {}, "epoch": epoch,
-            "batch_in_epoch": 0, "rng": {}, "history": [], "trained_seconds": 0.0}  # fmt: skip
+            "batch_in_epoch": 0, "rng": {}, "history": [], "trained_seconds": 0.0, "run": {}}  # fmt: skip
 
 
 def _crash_between_the_renames(monkeypatch) -> None:
@@ -140,3 +145,85 @@ def test_torch_is_new_enough_for_weights_only_loading():
               for name, version in re.findall(r'"(torch|torchvision)>=([\d.]+)"', text)}  # fmt: skip
     assert floors["torch"] >= (2, 6) and floors["torchvision"] >= (0, 21)
     assert tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 6)
+
+
+def _train_on(folder: Path, data: list, *, resume: bool = False, run: dict | None = None, precision: str = "fp32"):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cpu",
+                     precision=precision)  # fmt: skip
+    fit(model, data, step, epochs=2, checkpoint_dir=folder, resume=resume, progress=False, run=run)
+    return step
+
+
+def test_every_checkpoint_stores_the_run_configuration(tmp_path):
+    data = [(torch.randn(8, 3), torch.randn(8, 1)) for _ in range(3)]
+    _train_on(tmp_path, data, run={"recipe": "sr", "sizes": {"batch": 8}})
+    assert load_checkpoint(tmp_path / "last.pt")["run"] == {
+        "batches_per_epoch": 3, "precision": "fp32", "accumulation_steps": 1, "world_size": 1, "recipe": "sr",
+        "sizes": {"batch": 8},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [({"batches": 2}, "batches_per_epoch: saved 3, this run 2"), ({"precision": "bf16"}, "precision: saved 'fp32'"),
+     ({"run": {"recipe": "cifar"}}, "recipe: saved 'sr', this run 'cifar'")],
+)  # fmt: skip
+def test_resuming_another_run_configuration_names_both(tmp_path, change, named):
+    data = [(torch.randn(8, 3), torch.randn(8, 1)) for _ in range(3)]
+    _train_on(tmp_path, data, run={"recipe": "sr"})
+    with pytest.raises(CheckpointError, match=re.escape(named)):
+        _train_on(tmp_path, data[: change.get("batches", 3)], resume=True, run=change.get("run", {"recipe": "sr"}),
+                  precision=change.get("precision", "fp32"))  # fmt: skip
+
+
+def test_a_mid_epoch_checkpoint_resumed_with_fewer_batches_is_a_checkpoint_error(tmp_path):
+    from helpers.trainer import TrainState, train_one_epoch
+
+    model = nn.Linear(3, 1)
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cpu")
+    data = [(torch.randn(2, 3), torch.randn(2, 1))] * 2
+    with pytest.raises(CheckpointError, match="after batch 5 of its epoch, but this loader has only 2 batches"):
+        train_one_epoch(model, data, step, TrainState(batch_in_epoch=5))
+
+
+@pytest.mark.parametrize("damage", ["rng", "run", "epoch"])
+def test_an_older_or_foreign_format_is_a_checkpoint_error(tmp_path, damage):
+    data = [(torch.randn(8, 3), torch.randn(8, 1)) for _ in range(3)]
+    _train_on(tmp_path, data)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    state[damage] = {"rng": {"torch": state["rng"]["torch"]}, "run": [1, 2], "epoch": "two"}[damage]
+    torch.save(state, tmp_path / "last.pt")
+    (tmp_path / "last.previous.pt").unlink()
+    with pytest.raises(CheckpointError, match="last.pt: .*(older or foreign format|another format)"):
+        _train_on(tmp_path, data, resume=True)
+
+
+def test_a_full_disk_removes_the_partial_file_and_says_so(tmp_path, monkeypatch):
+    import errno
+
+    path = tmp_path / "last.pt"
+    save_checkpoint(_state(1), path)
+
+    def full(state, f):
+        f.write(b"x" * 1000)  # part of the checkpoint reached the disk
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.torch, "save", full)
+    with pytest.raises(OSError, match="the disk is full") as info:
+        save_checkpoint(_state(2), path)
+    assert info.value.errno == errno.ENOSPC and "last.pt" in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]  # no .tmp left behind
+    monkeypatch.undo()
+    assert load_checkpoint(path)["epoch"] == 1  # the previous checkpoint is intact
+
+
+def test_the_scratch_file_does_not_follow_a_planted_link(tmp_path):
+    victim = tmp_path / "someone_elses_file"
+    victim.write_text("precious")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "last.pt.tmp").symlink_to(victim)
+    save_checkpoint(_state(1), tmp_path / "run" / "last.pt")
+    assert victim.read_text() == "precious"
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["epoch"] == 1

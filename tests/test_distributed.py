@@ -1,5 +1,6 @@
 """DDP on CPU with gloo: 2 ranks see disjoint shards and different augmentations, hold identical parameters after
-each step, and match one process on the combined batch."""
+each step, and match one process on the combined batch; with gradient accumulation (4 over 7 micro-batches) they
+all-reduce once per optimizer step, a short last group included, and still match one process."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from helpers.augment import cifar_train_augment
 from helpers.distributed import DistributedContext, wrap_model
@@ -92,6 +94,72 @@ def test_ddp_matches_one_process_on_the_combined_batch(two_ranks):
         step(inputs, targets)
         for mine, theirs in zip(model.parameters(), two_ranks[0]["params"][number]):
             torch.testing.assert_close(mine.detach(), theirs, atol=1e-6, rtol=1e-5)
+
+
+ACCUMULATION, MICRO_BATCHES = 4, 7  # a full group of 4, then a short group of 3
+
+
+def _micro_batches(rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(100 + rank)  # each rank its own data
+    return [(torch.randn(3, 6, generator=generator), torch.randn(3, 2, generator=generator))
+            for _ in range(MICRO_BATCHES)]  # fmt: skip
+
+
+def _small_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))  # one DDP bucket: one all-reduce per backward
+
+
+def _counting_hook(counter: dict, bucket):
+    counter["all_reduces"] += 1
+    return default_hooks.allreduce_hook(None, bucket)
+
+
+def _accumulating_worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
+    record = {}
+    for closing in ("last", "flush"):  # the epoch's end told by last=True (as fit does), or found by flush()
+        model = wrap_model(_small_model(), DistributedContext(rank, world_size, 0, torch.device("cpu")))
+        counter = {"all_reduces": 0}
+        model.register_comm_hook(counter, _counting_hook)
+        step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), nn.MSELoss(),
+                         device="cpu", accumulation_steps=ACCUMULATION)  # fmt: skip
+        for number, (inputs, targets) in enumerate(_micro_batches(rank)):
+            step(inputs, targets, last=closing == "last" and number == MICRO_BATCHES - 1)
+        step.end_epoch()
+        record[closing] = {"params": [p.detach().clone() for p in model.parameters()],
+                           "all_reduces": counter["all_reduces"], "optimizer_steps": step.optimizer_steps}  # fmt: skip
+    torch.save(record, Path(out_dir) / f"rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def two_accumulating_ranks(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ddp_accumulation")
+    mp.spawn(_accumulating_worker, args=(2, str(folder / "init"), str(folder)), nprocs=2, join=True)
+    return [torch.load(folder / f"rank{r}.pt", weights_only=True) for r in range(2)]
+
+
+@pytest.mark.parametrize("closing", ["last", "flush"])
+def test_accumulating_ranks_end_identical_and_equal_to_one_process(two_accumulating_ranks, closing):
+    first, second = (r[closing] for r in two_accumulating_ranks)
+    for a, b in zip(first["params"], second["params"]):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    model = _small_model()
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), nn.MSELoss(), device="cpu",
+                     accumulation_steps=ACCUMULATION)  # fmt: skip
+    for parts in zip(_micro_batches(0), _micro_batches(1)):
+        step(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
+    step.end_epoch()
+    assert first["optimizer_steps"] == step.optimizer_steps == 2
+    for mine, theirs in zip(model.parameters(), first["params"]):
+        torch.testing.assert_close(mine.detach(), theirs, atol=1e-6, rtol=1e-5)
+
+
+def test_accumulating_ranks_all_reduce_once_per_optimizer_step(two_accumulating_ranks):
+    for rank in two_accumulating_ranks:
+        assert rank["last"]["all_reduces"] == rank["last"]["optimizer_steps"] == 2  # not once per micro-batch (7)
+        assert rank["flush"]["all_reduces"] == 1  # the short group is reduced by flush() itself, not by DDP
 
 
 def test_torchrun_trains_with_two_processes(tmp_path):

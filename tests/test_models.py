@@ -38,3 +38,19 @@ def test_small_models_take_any_size():
     assert PatchDiscriminator(8)(torch.rand(2, 3, 64, 64)).shape == (2, 1, 8, 8)
     with pytest.raises(ValueError, match="scale must be 2, 3 or 4"):
         SmallEDSR(5)
+
+
+def test_build_model_is_the_one_home_of_the_choice():
+    from helpers.models import MODELS, SmallConvNet, SmallEDSR, build_model, describe_model
+
+    resnet = build_model("resnet18")
+    assert resnet.conv1.stride == (1, 1) and isinstance(resnet.maxpool, nn.Identity)  # the CIFAR stem
+    small = build_model("small")
+    assert isinstance(small, SmallConvNet) and small.features[0].out_channels == 16  # the CPU stand-in's width
+    edsr = build_model("small_edsr", scale=2, features=8, blocks=1)
+    assert isinstance(edsr, SmallEDSR) and len(edsr.body) == 2 and edsr.scale == 2
+    assert build_model("small", width=8).features[0].out_channels == 8
+    assert describe_model("small_edsr", features=8, blocks=1) == "SmallEDSR (features 8, blocks 1)"
+    with pytest.raises(ValueError, match="unknown model 'vgg'.*resnet18"):
+        build_model("vgg")
+    assert set(MODELS) >= {"espcn", "small_edsr", "resnet18", "small"}

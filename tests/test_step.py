@@ -1,4 +1,6 @@
-"""The training step: accumulation equals one full batch, bf16 on CPU, overflow skips counted, NaN losses raised."""
+"""The training step: accumulation equals one full batch, bf16 on CPU, overflow skips counted (the schedule waits for
+them), NaN losses raised from device-side flags without reading the loss per micro-batch, and the precision choice
+interleaved, with ranges, saying when it is within the noise, and reusable from its cache."""
 
 from __future__ import annotations
 
@@ -6,12 +8,15 @@ import pytest
 import torch
 from torch import nn
 
+import helpers.precision as precision_module
+import helpers.step as step_module
 from helpers.models import PatchDiscriminator, SmallEDSR
+from helpers.precision import choose_precision, fastest_precision
 from helpers.step import (
     NonFiniteLossError,
+    StepResult,
     TrainStep,
     autocast_dtype,
-    fastest_precision,
     gan_sr_step,
     native_precisions,
 )
@@ -68,7 +73,7 @@ def test_bf16_autocast_runs_on_cpu(data):
     outputs, _ = step.forward_loss(x, y)
     assert outputs.dtype == torch.bfloat16  # the linear layers really ran in bf16
     before = _params(model)
-    losses = [step(x, y) for _ in range(5)]
+    losses = [float(step(x, y)) for _ in range(5)]
     assert losses[-1] < losses[0] and not torch.equal(before[0], _params(model)[0])
 
 
@@ -90,7 +95,7 @@ def test_a_non_finite_loss_is_a_clear_error(data):
     step = TrainStep(model, optimizer, nn.MSELoss(), device="cpu")
     x = x.clone()
     x[0, 0] = float("nan")
-    with pytest.raises(NonFiniteLossError, match="loss is nan at micro-batch 0"):
+    with pytest.raises(NonFiniteLossError, match="NaN or infinite in micro-batches 0-0"):
         step(x, y)
 
 
@@ -111,8 +116,6 @@ def test_unknown_precision_is_refused():
 
 
 def test_native_precisions_follow_the_hardware(monkeypatch):
-    import helpers.step as step_module
-
     monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: False)
     assert native_precisions("cpu") == ["fp32"]  # AVX2-only CPUs emulate bf16: ~10x slower than fp32
     monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: True)
@@ -123,20 +126,129 @@ def test_native_precisions_follow_the_hardware(monkeypatch):
     assert native_precisions("cuda") == ["fp32", "fp16", "bf16"]
 
 
-def test_fastest_precision_times_the_candidates_and_says_why(data, monkeypatch):
-    import helpers.step as step_module
-
+def test_fastest_precision_times_the_candidates_interleaved_and_says_why(data, monkeypatch, tmp_path):
     x, y = data
     model, _ = _model_and_optimizer()
     monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: False)
     choice = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu")
     assert choice.precision == "fp32" and choice.step_ms == {} and "only precision" in choice.reason
     monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: True)
+    order = []
+    real = precision_module.interleaved_times
+
+    def recording(calls, **kwargs):
+        wrapped = {name: (lambda name=name, fn=fn: (order.append(name), fn())) for name, fn in calls.items()}
+        return real(wrapped, **kwargs)
+
+    monkeypatch.setattr(precision_module, "interleaved_times", recording)
     before = _params(model)
-    choice = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu", steps=2)
-    assert set(choice.step_ms) == {"fp32", "bf16"} and choice.precision == min(choice.step_ms, key=choice.step_ms.get)
-    assert all(v > 0 for v in choice.step_ms.values()) and choice.precision in choice.reason
+    cache = tmp_path / "precision.json"
+    choice = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu", rounds=3, cache=cache)
+    assert order[2:] == ["fp32", "bf16"] * 3  # one warm-up each, then rounds that alternate the candidates
+    assert set(choice.step_ms) == set(choice.step_ms_range) == {"fp32", "bf16"} and choice.precision in choice.reason
+    assert all(low <= choice.step_ms[p] <= high for p, (low, high) in choice.step_ms_range.items())
+    assert choice.cost_s > 0 and not choice.cached
     assert all(torch.equal(a, b) for a, b in zip(before, _params(model)))  # timed on a copy: the model is untouched
+    order.clear()
+    again = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu", rounds=3, cache=cache)
+    assert again.cached and order == [] and (again.precision, again.step_ms) == (choice.precision, choice.step_ms)
+    wider = nn.Sequential(nn.Linear(5, 32), nn.Tanh(), nn.Linear(32, 1))
+    assert not fastest_precision(wider, (x, y), loss_fn=nn.MSELoss(), device="cpu", rounds=1, cache=cache).cached
+
+
+def test_a_choice_within_the_noise_says_so_and_keeps_fp32():
+    clear = choose_precision({"fp32": [10.0, 11.0, 12.0], "bf16": [5.0, 6.0, 7.0]}, device="cpu")
+    assert clear.precision == "bf16" and not clear.within_noise and "within the noise" not in clear.reason
+    tied = choose_precision({"fp32": [10.0, 11.0, 15.0], "bf16": [8.0, 9.0, 12.0]}, device="cpu")
+    assert tied.precision == "fp32" and tied.within_noise and "within the noise" in tied.reason
+    assert tied.step_ms == {"fp32": 11.0, "bf16": 9.0} and tied.step_ms_range["bf16"] == (8.0, 12.0)
+    between_low = choose_precision({"fp32": [30.0, 31.0], "bf16": [8.0, 12.0], "fp16": [9.0, 13.0]}, device="cuda")
+    assert between_low.precision == "bf16" and between_low.within_noise and "fp16" in between_low.reason
+
+
+class _Watched(torch.Tensor):
+    """A loss that records every read of its value on the host."""
+
+    reads: list[str] = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in ("item", "__float__", "__bool__", "__int__", "tolist", "numpy", "__index__"):
+            cls.reads.append(name)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_the_step_does_not_read_its_loss_on_the_host_between_checks(data):
+    x, y = data
+    model, optimizer = _model_and_optimizer()
+    _Watched.reads = []
+    watched = lambda out, target: nn.functional.mse_loss(out, target).as_subclass(_Watched)
+    step = TrainStep(model, optimizer, watched, device="cpu", accumulation_steps=2, check_finite_every=1000)
+    results = [step(x[:12], y[:12]) for _ in range(10)]
+    assert step.optimizer_steps == 5 and _Watched.reads == []  # 10 micro-batches, 5 optimizer steps: no read
+    assert isinstance(results[0], StepResult) and results[0].outputs.shape == (12, 1)
+    step.end_epoch()  # the epoch's end checks the flags once
+    assert _Watched.reads == ["__bool__"]
+    _Watched.reads = []
+    step = TrainStep(model, optimizer, watched, device="cpu", accumulation_steps=4)  # default: every optimizer step
+    for _ in range(8):
+        step(x[:6], y[:6])
+    assert _Watched.reads == ["__bool__", "__bool__"]  # once per optimizer step, not once per micro-batch
+
+
+def test_a_non_finite_loss_is_caught_at_the_next_check(data):
+    x, y = data
+    model, optimizer = _model_and_optimizer()
+    step = TrainStep(model, optimizer, nn.MSELoss(), device="cpu", check_finite_every=3)
+    poisoned = x.clone()
+    poisoned[0, 0] = float("nan")
+    step(x, y)
+    step(poisoned, y)  # micro-batch 1: flagged on the device, not yet read
+    with pytest.raises(NonFiniteLossError, match="micro-batches 0-2"):
+        step(x, y)  # the third optimizer step reads the flag
+
+
+def test_skipped_fp16_steps_leave_the_schedule_where_it_was(data):
+    x, y = data
+    model, optimizer = _model_and_optimizer()
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: 1.0 / (1 + n))
+    step = TrainStep(model, optimizer, lambda out, target: (out - target).pow(2).mean() * 1e4, device="cpu",
+                     precision="fp16", scheduler=scheduler)  # fmt: skip
+    for _ in range(20):
+        step(x, y)
+    assert step.skipped_steps >= 1 and step.optimizer_steps >= 1  # 65536 overflows first, then a lower scale works
+    assert scheduler.last_epoch == step.optimizer_steps
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.1 / (1 + step.optimizer_steps))
+
+
+def test_a_per_epoch_schedule_steps_at_the_end_of_each_epoch(data):
+    x, y = data
+    model, optimizer = _model_and_optimizer()
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    step = TrainStep(model, optimizer, nn.MSELoss(), device="cpu", scheduler=scheduler, scheduler_interval="epoch")
+    for _ in range(2):
+        for _ in range(3):
+            step(x, y)
+        step.end_epoch()
+    assert step.optimizer_steps == 6 and scheduler.last_epoch == 2
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.025)
+    with pytest.raises(ValueError, match="scheduler_interval"):
+        TrainStep(model, optimizer, nn.MSELoss(), device="cpu", scheduler_interval="batch")
+
+
+def test_last_closes_a_short_group_like_flush(data):
+    x, y = data
+    models = [_model_and_optimizer() for _ in range(2)]
+    flushed, hinted = (TrainStep(m, o, nn.MSELoss(), device="cpu", accumulation_steps=4) for m, o in models)
+    for chunk in range(3):
+        part = slice(chunk * 6, (chunk + 1) * 6)
+        flushed(x[part], y[part])
+        hinted(x[part], y[part], last=chunk == 2)
+    assert hinted.optimizer_steps == 1 and hinted.pending == 0 and flushed.optimizer_steps == 0
+    flushed.flush()
+    for a, b in zip(_params(models[0][0]), _params(models[1][0])):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
 def test_gan_step_trains_both_models_and_takes_the_discriminator_s_real_images_from_where_it_is_told():

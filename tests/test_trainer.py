@@ -126,5 +126,5 @@ def test_a_time_limit_ends_training_when_the_budget_is_spent(tmp_path):
     step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=1e-3), slow_loss, device="cpu",
                      batch_transform=lambda x: x.float() / 255)  # fmt: skip
     history = fit(model, loader, step, epochs=100, time_limit_s=0.3, progress=False)
-    assert 3 <= step.micro_batches < 20 and len(history) == 1  # 100 epochs of 10 steps were asked for
-    assert 0.3 <= history[-1]["trained_seconds"] < 1.5
+    assert 1 <= step.micro_batches < 20 and len(history) == 1  # 100 epochs of 10 steps were asked for
+    assert history[-1]["trained_seconds"] >= 0.3 and history[-1]["time_capped"]  # the record says the cap cut it

@@ -5,6 +5,7 @@ helpers.bench`."""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -27,7 +28,7 @@ from ..loading import DeviceTensorLoader, make_loader
 from ..doctor import diagnose_pipeline
 from ..loadmeter import cpu_budget, intra_op_threads
 from ..measure import PipelineProbe, count_samples, seconds_per_call, steps_in_budget
-from ..models import ESPCN, SmallConvNet, cifar_resnet18
+from ..models import ESPCN, build_model, describe_model
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
 from ..sr_data import LazyCropSRDataset
@@ -420,15 +421,14 @@ def measure_cifar_ladder(
 ) -> LadderRun:
     """04's ladder and `python -m helpers.bench cifar`: the post's 224-px rung at the batch that fits, the same family
     at 32 px, and the on-device rungs, with the profile's model, run side by side."""
-    use_resnet = profile.cifar_ladder_model == "resnet18"
     batch_size = batch_size or profile.cifar_ladder_batch
-    model = cifar_resnet18 if use_resnet else (lambda: SmallConvNet(width=16))
+    model = functools.partial(build_model, profile.cifar_ladder_model)  # models.py: the one home of the choice
     seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3)
     rungs = cifar_ladder(images, labels, image_folder=image_folder, device=device, batch_size=batch_size,
                          seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()))  # fmt: skip
     rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
     label = (f"batch {batch_size}, {len(images)} images, "
-             f"{'ResNet18 (CIFAR stem)' if use_resnet else 'small CNN (width 16)'} training step")  # fmt: skip
+             f"{describe_model(profile.cifar_ladder_model)} training step")  # fmt: skip
     return LadderRun(rows, timing, label, [f"the post's 224-px rung: {why}"])
 
 

@@ -8,7 +8,7 @@ import copy
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +18,25 @@ from torch import nn
 
 from ..augment import cifar_train_augment, normalize_only
 from ..cifar import load_cifar10
-from ..distributed import DistributedContext, cleanup_distributed, init_distributed, local_main_first, wrap_model
+from ..distributed import (
+    DistributedContext,
+    cleanup_distributed,
+    init_distributed,
+    local_main_first,
+    wrap_model,
+)
 from ..env import environment_report, format_environment_report
 from ..evaluation import evaluate_classifier, evaluate_sr
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader
-from ..models import SmallConvNet, SmallEDSR, cifar_resnet18
+from ..measure import steps_in_budget
+from ..models import build_model, describe_model
+from ..precision import PrecisionChoice, fastest_precision, interleaved_times
 from ..seeding import rank_seed, seed_everything
 from ..sr_cache import CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 from ..sr_data import SREvalDataset
-from ..measure import seconds_per_call, steps_in_budget
-from ..step import PrecisionChoice, TrainStep, fastest_precision
-from ..trainer import fit, make_scheduler
+from ..step import TrainStep
+from ..trainer import fit, make_scheduler, saved_run_config
 from .data import bsds300_split, prepare_bsds300, prepare_cifar10
 from .profiles import resolve_profile
 
@@ -47,30 +54,44 @@ class Recipe:
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     evaluate: Callable[[nn.Module], dict[str, Any]]
     epochs: int
-    steps: int  # optimizer steps in all (the last epoch may stop early)
-    time_limit_s: float | None  # the training budget, enforced: training stops there even if steps remain
+    steps: int  # optimizer steps in all, planned from a calibration: the run trains exactly this many
+    time_limit_s: float | None  # the cap: a run still short of its steps here stops, and its history says so
     precision: PrecisionChoice
     plan: str  # how the run was sized: the budget, the measured step time and the steps that fit
     data: str
     channels_last: bool = False
     eval_every: int = 1
+    expected_s: float | None = None  # the calibration's estimate of the training time (what "about N s" says)
+    model_name: str = ""  # build_model(model_name, **model_sizes) makes another network like `model`
+    model_sizes: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)  # stored in every checkpoint; a resume must match it
+
+    def fresh_model(self) -> nn.Module:
+        """A newly initialised network of this recipe's kind and sizes, on the recipe's device."""
+        return build_model(self.model_name, **self.model_sizes).to(next(self.model.parameters()).device)
+
+
+CAP_FACTOR = 3  # a run is cut at this many times its calibrated time: a busy machine trains the same model, later
 
 
 def plan_run(
     model: nn.Module, example: tuple[torch.Tensor, torch.Tensor], *, loss_fn: Callable, device: torch.device,
     budget_s: float | None, max_steps: int, channels_last: bool = False, context: DistributedContext | None = None,
-) -> tuple[PrecisionChoice, int, str]:  # fmt: skip
-    """Choose the precision by measurement, then the number of steps that fit `budget_s` of training (85% of it, so a
-    slower stretch still fits; `fit` stops at the budget in any case); under DDP every rank takes rank 0's plan."""
+) -> tuple[PrecisionChoice, int, float, str]:  # fmt: skip
+    """Choose the precision by measurement, then plan the run's work: the number of optimizer steps that fit
+    `budget_s` at the calibrated step time (the fastest of the interleaved rounds: the machine's speed with the least
+    load on it), and the time those steps should take. Returns (choice, steps, expected seconds, the plan in words);
+    under DDP every rank takes rank 0's plan."""
     choice = fastest_precision(model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)
-    if budget_s is None:
-        plan = (choice, max_steps, f"{max_steps} steps (fixed in this profile)")
-    else:
-        seconds = choice.step_ms.get(choice.precision, 0) / 1000 or _seconds_per_step(
-            model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)  # fmt: skip
-        steps = steps_in_budget(0.85 * budget_s, seconds, minimum=2, maximum=max_steps)
-        plan = (choice, steps, f"budget {budget_s:.0f} s of training: {1000 * seconds:.0f} ms per step measured here, "
-                               f"so {steps} steps" + (" (the profile's cap)" if steps == max_steps else ""))  # fmt: skip
+    low = choice.step_ms_range.get(choice.precision, (0.0, 0.0))[0] / 1000 or _seconds_per_step(
+        model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)  # fmt: skip
+    steps = max_steps if budget_s is None else steps_in_budget(budget_s, low, minimum=2, maximum=max_steps)
+    why = "fixed in this profile" if budget_s is None else f"what fits a budget of {budget_s:.0f} s"
+    cap = " (the profile's most)" if budget_s is not None and steps == max_steps else ""
+    words = (f"{steps} optimizer steps, {why}{cap}: {1000 * low:.1f} ms per step calibrated here, so about "
+             f"{steps * low:.0f} s of training; the run trains exactly these steps, cut only past {CAP_FACTOR}x that "
+             f"time (choosing the precision cost {choice.cost_s:.1f} s)")  # fmt: skip
+    plan = (choice, steps, steps * low, words)
     if context is not None and context.enabled:
         shared = [plan]
         dist.broadcast_object_list(shared, src=0)
@@ -82,11 +103,16 @@ def _seconds_per_step(
     model: nn.Module, example: tuple[torch.Tensor, torch.Tensor], *, loss_fn: Callable, device: torch.device,
     channels_last: bool,
 ) -> float:  # fmt: skip
-    """Median seconds of an fp32 training step on a copy of `model` (the model itself is not trained)."""
+    """The fastest of 3 fp32 training steps on a copy of `model` (the model itself is not trained)."""
     trial = copy.deepcopy(model)
     step = TrainStep(trial, torch.optim.SGD(trial.parameters(), lr=1e-6), loss_fn, device=device,
                      channels_last=channels_last)  # fmt: skip
-    return seconds_per_call(lambda: step(*example), calls=3, warmup=1, device=device)
+    return min(interleaved_times({"fp32": lambda: step(*example)}, rounds=3, device=device)["fp32"]) / 1000
+
+
+def _cap(expected_s: float, budget_s: float | None) -> float | None:
+    """The time cap of a run planned to take `expected_s`: CAP_FACTOR times it (none for a fixed step count)."""
+    return None if budget_s is None else CAP_FACTOR * max(expected_s, 1.0)
 
 
 def sr_recipe(
@@ -99,11 +125,12 @@ def sr_recipe(
     cache = DecodedSRCache(bsds300_split(source.root, "train"), scale=scale)
     lr, hr = cache.sample(sizes.batch, hr_crop=sizes.hr_crop, generator=torch.Generator().manual_seed(seed))
     example = (to_unit_float(lr).to(device), to_unit_float(hr).to(device))
-    precision, total, plan = plan_run(SmallEDSR(scale, features=sizes.features, blocks=sizes.blocks).to(device), example,
-                                      loss_fn=nn.L1Loss(), device=device, budget_s=sizes.budget_s,
-                                      max_steps=sizes.steps, context=context)  # fmt: skip
+    model_sizes = {"scale": scale, "features": sizes.features, "blocks": sizes.blocks}
+    precision, total, expected_s, plan = plan_run(build_model("small_edsr", **model_sizes).to(device), example,
+                                                  loss_fn=nn.L1Loss(), device=device, budget_s=sizes.budget_s,
+                                                  max_steps=sizes.steps, context=context)  # fmt: skip
     seed_everything(seed)
-    model = SmallEDSR(scale, features=sizes.features, blocks=sizes.blocks).to(device)
+    model = build_model("small_edsr", **model_sizes).to(device)
     loader_type = DeviceSRCropLoader if device.type == "cuda" else CachedCropLoader
     rank = context.rank if context is not None else 0
     per_epoch = min(sizes.batches_per_epoch, total)
@@ -121,9 +148,10 @@ def sr_recipe(
         ),
         model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=nn.L1Loss(),
         evaluate=lambda m: evaluate_sr(m, test, scale=scale, device=device, context=context),
-        epochs=math.ceil(total / per_epoch), steps=total, time_limit_s=sizes.budget_s, precision=precision, plan=plan,
-        data=source.describe(),
-        eval_every=2 if profile_name != "smoke" else 1,
+        epochs=math.ceil(total / per_epoch), steps=total, time_limit_s=_cap(expected_s, sizes.budget_s),
+        precision=precision, plan=plan, data=source.describe(), eval_every=2 if profile_name != "smoke" else 1,
+        expected_s=expected_s, model_name="small_edsr", model_sizes=model_sizes,
+        config={"recipe": "sr", "profile": profile_name, "sizes": asdict(sizes), "scale": scale, "planned_steps": total},
     )  # fmt: skip
 
 
@@ -140,19 +168,18 @@ def cifar_recipe(
     if sizes.images:
         images, labels = images[: sizes.images], labels[: sizes.images]
         test_images, test_labels = test_images[: sizes.images], test_labels[: sizes.images]
-    build = cifar_resnet18 if sizes.model == "resnet18" else (lambda: SmallConvNet(width=16))
     loss_fn = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
     preprocess = normalize_only().to(device)
     example = (preprocess(images[: sizes.batch].to(device)), labels[: sizes.batch].to(device))
-    precision, total, plan = plan_run(build().to(device), example, loss_fn=loss_fn, device=device,
-                                      budget_s=sizes.budget_s, max_steps=sizes.steps, channels_last=True,
-                                      context=context)  # fmt: skip
+    precision, total, expected_s, plan = plan_run(build_model(sizes.model).to(device), example, loss_fn=loss_fn,
+                                                  device=device, budget_s=sizes.budget_s, max_steps=sizes.steps,
+                                                  channels_last=True, context=context)  # fmt: skip
     seed_everything(seed)
     rank, world_size = (context.rank, context.world_size) if context is not None else (0, 1)
     loader = DeviceTensorLoader(images, labels, batch_size=sizes.batch, device=device,
                                 augment=cifar_train_augment().to(device), drop_last=True, seed=seed, rank=rank,
                                 world_size=world_size)  # fmt: skip
-    model = build().to(device)
+    model = build_model(sizes.model).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=sizes.learning_rate, momentum=0.9, nesterov=True,
                                 weight_decay=5e-4)  # fmt: skip
     scheduler = make_scheduler(optimizer, kind="onecycle", total_steps=total, peak_learning_rate=sizes.learning_rate)
@@ -160,18 +187,32 @@ def cifar_recipe(
     return Recipe(
         task="cifar",
         description=(
-            f"{'ResNet18 (CIFAR stem)' if sizes.model == 'resnet18' else 'small CNN'}, {len(images)} images, "
-            f"batch {sizes.batch}, {total} steps ({total / len(loader):.1f} epochs), SGD + OneCycle (peak "
-            f"{sizes.learning_rate}), label "
-            f"smoothing {label_smoothing}, {precision.precision}, channels_last on {device}"
+            f"{describe_model(sizes.model)}, {len(images)} images, batch {sizes.batch}, {total} steps "
+            f"({total / len(loader):.1f} epochs), SGD + OneCycle (peak {sizes.learning_rate}), label smoothing "
+            f"{label_smoothing}, {precision.precision}, channels_last on {device}"
         ),
         model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=loss_fn,
         evaluate=lambda m: evaluate_classifier(m, test_images, test_labels, preprocess=preprocess, device=device,
                                                precision=precision.precision, context=context),
-        epochs=math.ceil(total / len(loader)), steps=total, time_limit_s=sizes.budget_s, precision=precision, plan=plan,
-        data=source.describe(),
-        channels_last=True,
+        epochs=math.ceil(total / len(loader)), steps=total, time_limit_s=_cap(expected_s, sizes.budget_s),
+        precision=precision, plan=plan, data=source.describe(), channels_last=True, expected_s=expected_s,
+        model_name=sizes.model, config={"recipe": "cifar", "profile": profile_name, "sizes": asdict(sizes),
+                                        "label_smoothing": label_smoothing, "planned_steps": total},
     )  # fmt: skip
+
+
+def _resumed_plan(recipe: Recipe, folder: str | os.PathLike | None) -> tuple[str, dict[str, Any]]:
+    """The precision and run configuration to train with: a resumed run keeps the ones its checkpoint was saved with
+    (its measured precision and planned steps), so that a new calibration cannot make it refuse its own checkpoint."""
+    config, precision = dict(recipe.config), recipe.precision.precision
+    saved = saved_run_config(folder) if folder is not None else None
+    if saved is not None and {k: saved.get(k) for k in ("recipe", "profile", "sizes")} == {
+        k: config.get(k) for k in ("recipe", "profile", "sizes")
+    }:
+        config["planned_steps"], precision = saved.get("planned_steps", recipe.steps), saved.get("precision", precision)
+        recipe.steps = int(config["planned_steps"])
+        recipe.epochs = math.ceil(recipe.steps / max(len(recipe.loader), 1))
+    return precision, config
 
 
 def run_recipe(
@@ -182,18 +223,33 @@ def run_recipe(
     progress: bool = True,
     context: DistributedContext | None = None,
 ) -> list[dict[str, Any]]:
-    """Train a recipe with the library's `fit` (checkpoints and history in `checkpoint_dir`; DDP with `context`)."""
+    """Train a recipe's planned steps with the library's `fit` (checkpoints and history in `checkpoint_dir`, each
+    with the recipe's configuration; DDP with `context`); the last record's `time_capped` says whether the cap cut
+    it."""
+    precision, config = _resumed_plan(recipe, checkpoint_dir if resume else None)
     if recipe.channels_last:  # before DDP is built: DDP's gradient buckets follow the parameters' strides
         recipe.model.to(memory_format=torch.channels_last)
     model = wrap_model(recipe.model, context) if context is not None else recipe.model
     device = next(recipe.model.parameters()).device
-    step = TrainStep(model, recipe.optimizer, recipe.loss_fn, device=device, precision=recipe.precision.precision,
+    step = TrainStep(model, recipe.optimizer, recipe.loss_fn, device=device, precision=precision,
                      channels_last=recipe.channels_last, scheduler=recipe.scheduler)  # fmt: skip
     return fit(
         model, recipe.loader, step, epochs=recipe.epochs, scheduler=recipe.scheduler, evaluate=recipe.evaluate,
         eval_every=recipe.eval_every, checkpoint_dir=checkpoint_dir, resume=resume, max_steps=recipe.steps,
-        time_limit_s=recipe.time_limit_s, progress=progress, context=context,
+        time_limit_s=recipe.time_limit_s, progress=progress, context=context, run=config,
     )  # fmt: skip
+
+
+def run_summary(history: list[dict[str, Any]], recipe: Recipe) -> str:
+    """How the run went against its plan: steps trained, seconds, and whether the time cap cut it short."""
+    last = history[-1]
+    text = f"{last['optimizer_steps']} of {recipe.steps} planned optimizer steps in {last['trained_seconds']:.0f} s"
+    if recipe.expected_s is not None:
+        text += f" (calibrated: about {recipe.expected_s:.0f} s)"
+    if last.get("time_capped"):
+        text += (f"; CUT BY THE TIME CAP of {recipe.time_limit_s:.0f} s before its planned steps: the score below is "
+                 "of a shorter run than planned (the machine was slower than calibrated)")  # fmt: skip
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,6 +290,6 @@ def main(argv: list[str] | None = None) -> int:
         cleanup_distributed()
     last = history[-1]
     shown = {k: round(v, 4) for k, v in last.items() if isinstance(v, float) and not k.startswith("per_image")}
-    say(profile.label(f"after {last['trained_seconds']:.0f} s of training: {shown}"))
+    say(profile.label(f"after {run_summary(history, recipe)}: {shown}"))
     say(f"history: {folder / 'history.json'}; checkpoint: {folder / 'last.pt'}")
     return 0

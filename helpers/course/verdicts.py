@@ -383,30 +383,51 @@ def disk_verdict(*, written: float, original: float, read: float, decoded: float
     )
 
 
-def precision_verdict(results: Sequence[dict[str, Any]], *, device: str) -> str:
-    """03: each precision's step time against fp32's, whether it is native here, and the losses at a common step."""
+def _ratio_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -> str:
+    """The interval of a/b from two (low, high) ranges, as text ("" when either is unknown)."""
+    if a is None or b is None or min(b) <= 0:
+        return ""
+    return f" (range {a[0] / b[1]:.2f}–{a[1] / b[0]:.2f}x{'; within the noise' if _ranges_overlap(a, b) else ''})"
+
+
+def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice: Any = None) -> str:
+    """03: each precision's step time against fp32's (with the interval of the ratio when the rows carry ranges),
+    whether it is native here, the losses at a common step, and the choice made from the same measurement."""
     fp32 = next(r for r in results if r["precision"] == "fp32")
     parts = []
     for r in results:
         if r is fp32:
             continue
         how = "native here" if r["native"] else "not native here (emulated or reference kernels)"
-        parts.append(f"{r['precision']} {ratio_text(r['step_ms'] / fp32['step_ms'])} the fp32 step time, {how}")
+        spread = _ratio_range(r.get("step_ms_range"), fp32.get("step_ms_range"))
+        parts.append(f"{r['precision']} {ratio_text(r['step_ms'] / fp32['step_ms'])} the fp32 step time{spread}, {how}")
     common = min(len(r["losses"]) for r in results)
     losses = ", ".join(f"{r['precision']} {r['losses'][common - 1]:.4f}" for r in results)
     fastest = min(results, key=lambda r: r["step_ms"])
-    return (
-        f"On {device}: {'; '.join(parts)}. The fastest step was {fastest['precision']} ({fastest['step_ms']:.1f} ms). "
-        f"After {common} steps on the same batches the losses were {losses}."
-    )
+    tied = [r["precision"] for r in results if r is not fastest and r.get("step_ms_range") and
+            fastest.get("step_ms_range") and _ranges_overlap(r["step_ms_range"], fastest["step_ms_range"])]  # fmt: skip
+    ranking = f"The fastest step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
+        f", within the noise of {', '.join(tied)}" if tied else "")  # fmt: skip
+    chosen = f" The choice, from these same timings of the native precisions: {choice.reason}." if choice else ""
+    return (f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
+            f"{losses}.{chosen}")
 
 
-def channels_last_verdict(table: dict[tuple[str, str], float]) -> str:
-    """03: what channels_last did to the step time, per precision."""
+def _median_and_range(value: Any) -> tuple[float, tuple[float, float] | None]:
+    if isinstance(value, (int, float)):
+        return float(value), None
+    return statistics.median(value), (min(value), max(value))
+
+
+def channels_last_verdict(table: dict[tuple[str, str], Any]) -> str:
+    """03: what channels_last did to the step time, per precision: a median ratio, and with repeated interleaved
+    timings (lists of ms) the interval of the ratio and whether it is within the noise."""
     parts = []
     for precision in dict.fromkeys(p for _, p in table):
-        ratio = table[("NCHW", precision)] / table[("channels_last", precision)]
-        parts.append(f"{precision}: NCHW step {ratio_text(ratio)} the channels_last step")
+        nchw, nchw_range = _median_and_range(table[("NCHW", precision)])
+        last, last_range = _median_and_range(table[("channels_last", precision)])
+        spread = _ratio_range(nchw_range, last_range)
+        parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}")
     return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)."
 
 

@@ -1,0 +1,195 @@
+"""Choosing the precision by measurement: which precisions a device runs natively, interleaved repeated timings with
+a range per candidate, a choice that says when the candidates are within the noise, and a small JSON cache so a
+choice is measured once per device and model, not at every start-up.
+
+Copy with: step.py (the training step it times).
+Needs: torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .step import TrainStep, cpu_has_native_bf16, native_precisions
+
+__all__ = ["PrecisionChoice", "choose_precision", "cpu_has_native_bf16", "fastest_precision", "interleaved_times",
+           "native_precisions", "ranges_overlap"]  # fmt: skip
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def interleaved_times(
+    calls: dict[str, Callable[[], Any]], *, rounds: int, per_round: int = 1, warmup: int = 1,
+    device: torch.device | str = "cpu",
+) -> dict[str, list[float]]:  # fmt: skip
+    """Milliseconds per call of each candidate, one value per round: in every round each candidate runs `per_round`
+    calls in turn (A, B, A, B, ...), so a burst of load on the machine hits all of them alike. The device is
+    synchronised before each clock start and after the last call of each turn."""
+    device = torch.device(device)
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            _synchronize(device)
+            start = time.perf_counter()
+            for _ in range(per_round):
+                fn()
+            _synchronize(device)
+            times[name].append(1000 * (time.perf_counter() - start) / per_round)
+    return times
+
+
+def ranges_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """True when two (low, high) ranges share a value."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The precision a run should use on this device, the median step time of each candidate with its range over
+    the interleaved rounds, why, what the measurement cost, and whether it came from the cache."""
+
+    precision: str
+    step_ms: dict[str, float]
+    reason: str
+    step_ms_range: dict[str, tuple[float, float]] = field(default_factory=dict)
+    within_noise: bool = False
+    cost_s: float = 0.0
+    cached: bool = False
+
+
+def choose_precision(
+    times_ms: dict[str, list[float]], *, device: torch.device | str, cost_s: float = 0.0
+) -> PrecisionChoice:
+    """The fastest candidate by median step time, unless its range overlaps another's: then the ranking is within the
+    noise, and fp32 (full precision) is kept when it is among the overlapping ones, else the lower median."""
+    medians = {p: statistics.median(v) for p, v in times_ms.items()}
+    spans = {p: (min(v), max(v)) for p, v in times_ms.items()}
+    best = min(medians, key=medians.get)
+    if len(medians) == 1:
+        return PrecisionChoice(best, medians, f"{best}: the only candidate measured", spans, False, cost_s)
+    tied = [p for p in medians if p != best and ranges_overlap(spans[p], spans[best])]
+    shown = ", ".join(f"{p} {medians[p]:.1f} ms ({spans[p][0]:.1f}-{spans[p][1]:.1f})" for p in medians)
+    rounds = min(len(v) for v in times_ms.values())
+    if not tied:
+        reason = f"{best}: the fastest training step on {device}, its whole range below the others' ({shown})"
+        return PrecisionChoice(best, medians, reason, spans, False, cost_s)
+    pick = "fp32" if "fp32" in tied else best
+    why = "as full precision is kept when nothing is clearly faster" if pick == "fp32" else "by the lower median"
+    reason = (f"{pick}: the ranges of {best} and {', '.join(tied)} overlap over {rounds} interleaved rounds, within "
+              f"the noise of this machine; {pick} is taken, {why} ({shown})")  # fmt: skip
+    return PrecisionChoice(pick, medians, reason, spans, True, cost_s)
+
+
+def device_signature(device: torch.device | str) -> str:
+    """What makes a timing on `device` valid elsewhere: the GPU's name and capability or the CPU's, and torch."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        name = f"{torch.cuda.get_device_name(device)} sm{''.join(map(str, torch.cuda.get_device_capability(device)))}"
+    else:
+        name = f"{platform.machine()} {platform.processor()} {torch.backends.cpu.get_cpu_capability()} {os.cpu_count()}"
+    return f"{device.type}: {name}; torch {torch.__version__}"
+
+
+def model_signature(model: nn.Module, example: Any, *, channels_last: bool = False) -> str:
+    """A short digest of the model's class, parameter shapes and the example's shapes and dtypes."""
+    shapes = [tuple(p.shape) for p in model.parameters()]
+    inputs = [(tuple(t.shape), str(t.dtype)) for t in example if isinstance(t, torch.Tensor)]
+    text = repr((type(model).__qualname__, shapes, inputs, channels_last))
+    return f"{type(model).__name__}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def load_cached_choice(path: str | os.PathLike, key: str) -> PrecisionChoice | None:
+    """The choice saved under `key` in the JSON file at `path`, or None (no file, no entry, or an unreadable file)."""
+    try:
+        entry = json.loads(Path(path).read_text(encoding="utf-8"))[key]
+        ranges = {p: (float(low), float(high)) for p, (low, high) in entry["step_ms_range"].items()}
+        return PrecisionChoice(entry["precision"], dict(entry["step_ms"]), entry["reason"], ranges,
+                               bool(entry["within_noise"]), float(entry["cost_s"]), cached=True)  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_cached_choice(path: str | os.PathLike, key: str, choice: PrecisionChoice) -> None:
+    """Add `choice` under `key` to the JSON file at `path` (written to a scratch file, then renamed into place)."""
+    path = Path(path)
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+        entries = entries if isinstance(entries, dict) else {}
+    except (OSError, ValueError):
+        entries = {}
+    entries[key] = {**asdict(choice), "cached": False}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    scratch.write_text(json.dumps(entries, indent=1), encoding="utf-8")
+    os.replace(scratch, path)
+
+
+# --- measuring: the trial steps ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _trial_steps(
+    model: nn.Module, candidates: list[str], *, loss_fn: Callable, device: torch.device, channels_last: bool
+) -> Iterator[dict[str, TrainStep]]:
+    """One TrainStep per precision, each on its own copy of `model` (the model itself is not trained)."""
+    steps = {}
+    for precision in candidates:
+        trial = copy.deepcopy(model).to(device)
+        steps[precision] = TrainStep(trial, torch.optim.SGD(trial.parameters(), lr=1e-6), loss_fn, device=device,
+                                     precision=precision, channels_last=channels_last)  # fmt: skip
+    try:
+        yield steps
+    finally:
+        steps.clear()
+
+
+def fastest_precision(
+    model: nn.Module,
+    example: tuple[torch.Tensor, torch.Tensor],
+    *,
+    loss_fn: Callable[[Any, torch.Tensor], torch.Tensor],
+    device: torch.device | str,
+    rounds: int = 5,
+    steps: int = 1,
+    channels_last: bool = False,
+    cache: str | os.PathLike | None = None,
+) -> PrecisionChoice:
+    """Time training steps of a copy of `model` on `example` in each native precision of `device`, interleaved
+    over `rounds` rounds of `steps` steps (after one warm-up step each), and choose by `choose_precision` (within the
+    noise it says so). It costs about (rounds * steps + 1) steps per candidate, stated in `cost_s`. With `cache` (a
+    JSON file) a choice measured before for this device and model signature is reused, and a new one is saved.
+    With only fp32 native, nothing is timed."""
+    device = torch.device(device)
+    candidates = native_precisions(device)
+    if candidates == ["fp32"]:
+        return PrecisionChoice("fp32", {}, f"fp32: the only precision {device.type} runs natively here")
+    key = f"{device_signature(device)} | {model_signature(model, example, channels_last=channels_last)}"
+    if cache is not None and (cached := load_cached_choice(cache, key)) is not None:
+        return cached
+    start = time.perf_counter()
+    with _trial_steps(model, candidates, loss_fn=loss_fn, device=device, channels_last=channels_last) as trials:
+        calls = {p: (lambda s=s: s(*example)) for p, s in trials.items()}
+        times = interleaved_times(calls, rounds=rounds, per_round=steps, warmup=1, device=device)
+    choice = choose_precision(times, device=device, cost_s=time.perf_counter() - start)
+    if cache is not None:
+        save_cached_choice(cache, key, choice)
+    return choice

@@ -1,0 +1,198 @@
+"""Step-side speed-ups as options, each checked against what this machine supports: torch.compile of the model
+("default", or "reduce-overhead" for CUDA graphs on CUDA), fused optimizers (`fused=True` where the device has the
+kernels, `foreach` otherwise), cudnn.benchmark on CUDA, channels_last with AMP; and a side-by-side measurement of
+them, interleaved with ranges, that says what each costs (compile time) and after how many steps it pays off.
+
+The fast choice is the default where it is safe: fused/foreach optimizers, cudnn.benchmark (CUDA, fixed shapes)
+and channels_last with AMP on CUDA. torch.compile is opt-in: it costs compile time at start-up (and again for
+every new input shape) and needs a toolchain (a C++ compiler on a CPU, Triton on CUDA).
+
+Copy with: step.py and precision.py (the step it speeds up and the interleaved timing).
+Needs: torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .precision import interleaved_times
+from .step import TrainStep
+
+
+@functools.lru_cache(maxsize=4)
+def compiler_status(device_type: str) -> tuple[bool, str]:
+    """Whether torch.compile can run on this device type here, and why not when it cannot: a CPU needs a working C++
+    compiler (tried on a two-line program), CUDA needs Triton."""
+    if not hasattr(torch, "compile"):
+        return False, f"torch {torch.__version__} has no torch.compile"
+    if device_type == "cuda":
+        found = importlib.util.find_spec("triton") is not None
+        return found, "Triton is installed" if found else "Triton is not installed (torch.compile on CUDA needs it)"
+    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
+    if compiler is None:
+        return False, "no C++ compiler found (torch.compile on a CPU needs one: install g++ or clang)"
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            done = subprocess.run([compiler, "-x", "c++", "-", "-o", str(Path(folder) / "a.out")], text=True,
+                                  input="int main() { return 0; }\n", capture_output=True, timeout=60, check=False)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return False, f"the C++ compiler {compiler} does not run ({error})"
+    if done.returncode:
+        return False, f"the C++ compiler {compiler} cannot build a test program: {done.stderr.strip()[:200]}"
+    return True, f"C++ compiler {compiler} works"
+
+
+def fast_optimizer(
+    kind: str, parameters: Any, *, device: torch.device | str, lr: float, **options: Any
+) -> tuple[torch.optim.Optimizer, str]:
+    """An SGD, Adam or AdamW optimizer with fused kernels where `device` has them, else the foreach (multi-tensor)
+    implementation; returns it and which one it is."""
+    classes = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    if kind not in classes:
+        raise ValueError(f"kind must be one of {', '.join(classes)}, not {kind!r}")
+    parameters = list(parameters)
+    try:
+        return classes[kind](parameters, lr=lr, fused=True, **options), f"{kind} fused on {torch.device(device).type}"
+    except (RuntimeError, ValueError, TypeError) as error:  # no fused kernel for this device or dtype
+        optimizer = classes[kind](parameters, lr=lr, foreach=True, **options)
+        return optimizer, f"{kind} foreach (fused unavailable: {str(error).splitlines()[0][:80]})"
+
+
+@dataclass(frozen=True)
+class SpeedUps:
+    """Which speed-ups a step uses. None means "where it is safe here" (see the module's docstring)."""
+
+    compile: bool = False
+    compile_mode: str | None = None  # "reduce-overhead": CUDA graphs on CUDA
+    compile_optimizer: bool = False  # also compile optimizer.step: with the model, the whole step is compiled
+    fused_optimizer: bool = True
+    cudnn_benchmark: bool | None = None  # None: on CUDA
+    channels_last: bool | None = None  # None: on CUDA with AMP
+
+
+def build_fast_step(
+    model: nn.Module, loss_fn: Callable, *, device: torch.device | str, precision: str = "fp32",
+    options: SpeedUps = SpeedUps(), optimizer: str = "sgd", lr: float = 0.01, **optimizer_options: Any,
+) -> tuple[TrainStep, list[str]]:  # fmt: skip
+    """A TrainStep for `model` with the speed-ups `options` asks for and this machine supports; returns it and one
+    line per speed-up saying what was applied, or why it was skipped."""
+    device = torch.device(device)
+    notes = []
+    benchmark = device.type == "cuda" if options.cudnn_benchmark is None else options.cudnn_benchmark
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = benchmark
+        notes.append(f"cudnn.benchmark {'on' if benchmark else 'off'}")
+    channels_last = (device.type == "cuda" and precision != "fp32") if options.channels_last is None else options.channels_last
+    model = model.to(device)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)  # before the optimizer and compile see the parameters
+        notes.append("channels_last")
+    if options.fused_optimizer:
+        opt, note = fast_optimizer(optimizer, model.parameters(), device=device, lr=lr, **optimizer_options)
+        notes.append(note)
+    else:
+        opt = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[optimizer](
+            model.parameters(), lr=lr, foreach=False, **optimizer_options)  # fmt: skip
+    forward = model
+    if options.compile:
+        usable, why = compiler_status(device.type)
+        if usable and (options.compile_mode != "reduce-overhead" or device.type == "cuda"):
+            forward = torch.compile(model, mode=options.compile_mode)
+            notes.append(f"torch.compile(mode={options.compile_mode!r})")
+            if options.compile_optimizer:
+                opt.step = _compiled_step(opt)  # type: ignore[method-assign]
+                notes.append("optimizer.step compiled")
+        else:
+            notes.append(f"compile skipped: {why if not usable else 'reduce-overhead (CUDA graphs) needs CUDA'}")
+    step = TrainStep(forward, opt, loss_fn, device=device, precision=precision, channels_last=channels_last)
+    return step, notes
+
+
+def _compiled_step(optimizer: torch.optim.Optimizer) -> Callable[[], None]:
+    """`optimizer.step` compiled as PyTorch's recipe does it, a function that calls it (compiling the bound method
+    itself ran hundreds of times slower here). A float learning rate is a constant to the compiler: a schedule that
+    changes it recompiles (the recipe's fix: the learning rate as a tensor)."""
+    plain = optimizer.step
+
+    @torch.compile(fullgraph=False)
+    def step() -> None:
+        plain()
+
+    return lambda *args, **kwargs: step()
+
+
+def speedup_variants(device: torch.device | str) -> dict[str, SpeedUps]:
+    """The rows a lesson measures on `device`: the plain step, then one speed-up at a time, then compile modes."""
+    device = torch.device(device)
+    plain = SpeedUps(fused_optimizer=False, cudnn_benchmark=False, channels_last=False)
+    rows = {"plain step (foreach off)": plain, "fused/foreach optimizer": replace(plain, fused_optimizer=True),
+            "channels_last": replace(plain, channels_last=True)}  # fmt: skip
+    if device.type == "cuda":
+        rows["cudnn.benchmark"] = replace(plain, cudnn_benchmark=True)
+    rows["torch.compile"] = replace(plain, compile=True)
+    rows["torch.compile, model and optimizer step"] = replace(plain, compile=True, compile_optimizer=True)
+    if device.type == "cuda":
+        rows["torch.compile reduce-overhead (CUDA graphs)"] = replace(plain, compile=True, compile_mode="reduce-overhead")
+    return rows
+
+
+def measure_speedups(
+    build: Callable[[], nn.Module], example: tuple[torch.Tensor, torch.Tensor], loss_fn: Callable, *,
+    device: torch.device | str, precision: str = "fp32", variants: dict[str, SpeedUps] | None = None,
+    rounds: int = 5, per_round: int = 2, skip_compile: str | None = None, startup_calls: int = 5,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Each variant's step on `example`, timed interleaved over `rounds` rounds after its first `startup_calls`
+    calls, timed alone as its start-up (compilation, recompilation as optimizer state appears, autotuning: their time
+    beyond as many normal steps); one row per variant with the median ms and its range, the
+    start-up seconds, what was applied, and after how many steps the start-up is paid back against the first row.
+    `skip_compile` (a reason) leaves the compile rows out, saying why."""
+    device = torch.device(device)
+    variants = variants if variants is not None else speedup_variants(device)
+    rows, calls = [], {}
+    for name, options in variants.items():
+        if options.compile and (skip_compile or not compiler_status(device.type)[0]):
+            rows.append({"name": name, "skipped": skip_compile or compiler_status(device.type)[1]})
+            continue
+        torch.manual_seed(0)
+        step, notes = build_fast_step(build(), loss_fn, device=device, precision=precision, options=options)
+        start = time.perf_counter()
+        for _ in range(startup_calls):
+            step(*example)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        rows.append({"name": name, "notes": notes, "first_call_s": time.perf_counter() - start,
+                     "startup_calls": startup_calls})  # fmt: skip
+        calls[name] = functools.partial(step, *example)
+    times = interleaved_times(calls, rounds=rounds, per_round=per_round, warmup=1, device=device)
+    return _with_payback(rows, times)
+
+
+def _with_payback(rows: list[dict[str, Any]], times: dict[str, list[float]]) -> list[dict[str, Any]]:
+    """Add median, range, start-up cost and pay-back steps to each measured row, against the first measured row."""
+    base = None
+    for row in rows:
+        if "skipped" in row:
+            continue
+        values = times[row["name"]]
+        row.update(step_ms=statistics.median(values), step_ms_range=(min(values), max(values)))
+        row["startup_s"] = max(0.0, row["first_call_s"] - row.get("startup_calls", 1) * row["step_ms"] / 1000)
+        base = base or row
+        saved_ms = base["step_ms"] - row["step_ms"]
+        faster = row is not base and row["step_ms_range"][1] < base["step_ms_range"][0]
+        row["faster"] = faster
+        row["pays_off_after"] = (max(1, round(1000 * row["startup_s"] / saved_ms)) if faster and saved_ms > 0 else None)
+    return rows

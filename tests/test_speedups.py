@@ -1,0 +1,99 @@
+"""Step-side speed-ups: what the machine supports is checked (no C++ compiler: compile is skipped with the reason),
+fused/foreach optimizers train like the plain ones, and the side-by-side measurement gives ranges, start-up costs
+and pay-back only for a speed-up whose whole range is faster."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import helpers.speedups as speedups
+from helpers.speedups import (
+    SpeedUps,
+    build_fast_step,
+    compiler_status,
+    fast_optimizer,
+    measure_speedups,
+)
+
+
+def _net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 8 * 8, 2))
+
+
+def _example():
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(4, 3, 8, 8, generator=generator), torch.tensor([0, 1, 0, 1])
+
+
+def test_without_a_cpp_compiler_compile_is_skipped_with_the_reason(monkeypatch):
+    compiler_status.cache_clear()
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(speedups.shutil, "which", lambda name: None)
+    try:
+        usable, why = compiler_status("cpu")
+        assert not usable and "no C++ compiler found" in why
+        step, notes = build_fast_step(_net(), nn.CrossEntropyLoss(), device="cpu", options=SpeedUps(compile=True))
+        assert not isinstance(step.model, torch._dynamo.eval_frame.OptimizedModule)
+        assert any(n.startswith("compile skipped: no C++ compiler") for n in notes)
+        rows = measure_speedups(_net, _example(), nn.CrossEntropyLoss(), device="cpu", rounds=1, per_round=1)
+        assert {r["name"]: r.get("skipped", "") for r in rows}["torch.compile"].startswith("no C++ compiler")
+    finally:
+        compiler_status.cache_clear()
+
+
+def test_a_broken_compiler_is_named(monkeypatch, tmp_path):
+    compiler_status.cache_clear()
+    fake = tmp_path / "g++"
+    fake.write_text("#!/bin/sh\necho 'cannot find crt1.o' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    try:
+        usable, why = compiler_status("cpu")
+        assert not usable and "cannot build a test program: cannot find crt1.o" in why
+    finally:
+        compiler_status.cache_clear()
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam", "adamw"])
+def test_fast_optimizers_train_like_the_plain_ones(kind):
+    x, y = _example()
+    plain, fast = _net(), _net()
+    options = {"momentum": 0.9} if kind == "sgd" else {}
+    reference = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind](
+        plain.parameters(), lr=0.01, foreach=False, **options)  # fmt: skip
+    optimizer, note = fast_optimizer(kind, fast.parameters(), device="cpu", lr=0.01, **options)
+    assert optimizer.defaults.get("fused") or optimizer.defaults.get("foreach")
+    assert note.startswith(kind)
+    for model, opt in ((plain, reference), (fast, optimizer)):
+        for _ in range(3):
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    for a, b in zip(plain.parameters(), fast.parameters()):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        fast_optimizer("lamb", fast.parameters(), device="cpu", lr=0.1)
+
+
+def test_pay_back_is_given_only_when_the_whole_range_is_faster():
+    rows = [{"name": "plain", "first_call_s": 0.02}, {"name": "fast", "first_call_s": 2.0},
+            {"name": "noisy", "first_call_s": 1.0}, {"name": "compile", "skipped": "no compiler"}]  # fmt: skip
+    times = {"plain": [10.0, 11.0, 12.0], "fast": [5.0, 6.0, 7.0], "noisy": [8.0, 9.0, 10.5]}
+    out = {r["name"]: r for r in speedups._with_payback(rows, times)}
+    assert out["fast"]["faster"] and out["fast"]["step_ms_range"] == (5.0, 7.0)
+    assert out["fast"]["pays_off_after"] == round(1000 * (2.0 - 0.006) / 5.0)  # start-up / ms saved per step
+    assert not out["noisy"]["faster"] and out["noisy"]["pays_off_after"] is None
+    assert out["compile"] == {"name": "compile", "skipped": "no compiler"}
+
+
+def test_the_measured_rows_train_real_steps():
+    rows = measure_speedups(_net, _example(), nn.CrossEntropyLoss(), device="cpu", rounds=2, per_round=1,
+                            skip_compile="not in this test")  # fmt: skip
+    measured = [r for r in rows if "skipped" not in r]
+    assert [r["name"] for r in measured] == ["plain step (foreach off)", "fused/foreach optimizer", "channels_last"]
+    assert all(r["step_ms_range"][0] <= r["step_ms"] <= r["step_ms_range"][1] for r in measured)
+    assert any("channels_last" in n for n in measured[2]["notes"])
+    assert [r["skipped"] for r in rows if "skipped" in r] == ["not in this test"] * 2  # compile: model, whole step
