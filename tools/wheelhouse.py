@@ -69,11 +69,12 @@ def target_environment(python_version: str) -> dict[str, str]:
 
 
 def needs(pyproject: Path = REPO / "pyproject.toml") -> list[Requirement]:
-    """Everything the GPU check needs, as pyproject.toml states it: the dependencies and the `test` extra, plus the
-    notebook-kernel packages from whichever list holds them, less what the check does not use."""
+    """Everything the GPU check needs, as pyproject.toml states it: the dependencies and the `course` and `test`
+    extras, plus the notebook-kernel packages from whichever list holds them, less what the check does not use."""
     project = tomllib.loads(pyproject.read_text())["project"]
     extras = project.get("optional-dependencies", {})
-    wanted = [Requirement(r) for r in [*project.get("dependencies", []), *extras.get("test", [])]]
+    wanted = [Requirement(r) for r in [*project.get("dependencies", []), *extras.get("course", []),
+                                       *extras.get("test", [])]]  # fmt: skip
     wanted += [r for group in extras.values() for r in map(Requirement, group) if canonicalize_name(r.name) in KERNEL]
     chosen: dict[str, Requirement] = {}
     for requirement in wanted:
