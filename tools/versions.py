@@ -52,17 +52,17 @@ def pins(constraints: Path) -> dict[str, str]:
 
 
 def find_python(version: str) -> str | None:
-    """An interpreter for `version`: $PYTHON_X_Y, pythonX.Y on PATH, or pyenv's newest X.Y.z."""
+    """An interpreter for `version`: $PYTHON_X_Y, pyenv's newest X.Y.z, or pythonX.Y on PATH (not a pyenv shim)."""
     explicit = os.environ.get(f"PYTHON_{version.replace('.', '_')}")
     if explicit:
         return explicit
-    on_path = shutil.which(f"python{version}")
-    if on_path:
-        return on_path
     root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
     candidates = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python"),
                         key=lambda p: [int(x) for x in re.findall(r"\d+", Path(p).parents[1].name)])  # fmt: skip
-    return candidates[-1] if candidates else None
+    if candidates:
+        return candidates[-1]
+    on_path = shutil.which(f"python{version}")
+    return on_path if on_path and "/shims/" not in on_path else None
 
 
 def _run(command: list[str], log: Path, **kwargs) -> int:
