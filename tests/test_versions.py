@@ -90,3 +90,5 @@ def test_a_notebook_cell_showing_a_deprecation_warning_fails():
     assert _report(SimpleNamespace()).outcome == "passed"  # not a notebook cell
     shown = {"output_type": "display_data", "data": {"text/plain": "DeprecationWarning: old"}}
     assert nb_warnings.deprecation_lines([shown]) == ["DeprecationWarning: old"]
+    subclass = {"output_type": "stream", "name": "stderr", "text": "PyparsingDeprecationWarning: 'parseString'\n"}
+    assert nb_warnings.deprecation_lines([subclass, clean]) == ["PyparsingDeprecationWarning: 'parseString'"]

@@ -34,7 +34,7 @@ from nbclient import NotebookClient
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: tools.versions from this checkout
-from tools.versions import find_python, pins, stack_python_version  # noqa: E402
+from tools.versions import find_python, pins, stack_python_version
 
 # Colab's runtime: its Python and what it has preinstalled that the course uses, from the constraints file.
 COLAB_CONSTRAINTS = REPO_ROOT / "constraints" / "colab-2026-08.txt"

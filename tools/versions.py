@@ -6,7 +6,7 @@ pins kept), then runs what `make test` runs there: the unit tests and nbval over
 offline, with tools/nb_warnings.py failing any notebook cell whose output shows a deprecation warning. One line per
 stack: `versions STACK (Python, torch, ...): pytest's summary; install and test minutes`.
 
-    python tools/versions.py [--stack NAME ...] [--venvs DIR] [-- extra pytest arguments]
+    python tools/versions.py [--stack NAME ...] [--venvs DIR] [--reuse] [-- extra pytest arguments]
 
 The Python for each stack is found as $PYTHON_3_13 (for 3.13; likewise for the others), `python3.13` on PATH, or
 pyenv's newest 3.13.x. A stack whose Python is missing fails with a line that says which to install.
@@ -69,7 +69,7 @@ def _run(command: list[str], log: Path, **kwargs) -> int:
     with log.open("a", encoding="utf-8") as out:
         out.write(f"\n$ {' '.join(command)}\n")
         out.flush()
-        return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, **kwargs).returncode
+        return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False, **kwargs).returncode
 
 
 def install(python: str, venv: Path, constraints: Path, log: Path) -> str | None:
@@ -90,7 +90,7 @@ def versions_line(venv: Path) -> str:
     code = ("import sys, importlib.metadata as m\nnames = sys.argv[1:]\nout = ['Python ' + sys.version.split()[0]]\n"
             "for n in names:\n    try: out.append(f'{n} {m.version(n)}')\n    except m.PackageNotFoundError: pass\n"
             "print(', '.join(out))")  # fmt: skip
-    result = subprocess.run([str(venv / "bin" / "python"), "-c", code, *SHOWN], capture_output=True, text=True)
+    result = subprocess.run([str(venv / "bin" / "python"), "-c", code, *SHOWN], capture_output=True, text=True, check=False)
     return result.stdout.strip() or "versions unknown"
 
 
@@ -99,7 +99,7 @@ def pin_problems(venv: Path, constraints: Path) -> list[str]:
     code = ("import sys, importlib.metadata as m\nfor n in sys.argv[1:]:\n"
             "    try: print(n, m.version(n))\n    except m.PackageNotFoundError: print(n, 'missing')")  # fmt: skip
     wanted = pins(constraints)
-    result = subprocess.run([str(venv / "bin" / "python"), "-c", code, *wanted], capture_output=True, text=True)
+    result = subprocess.run([str(venv / "bin" / "python"), "-c", code, *wanted], capture_output=True, text=True, check=False)
     have = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     return [f"{n} {have.get(n)} (pinned {v})" for n, v in wanted.items() if have.get(n, "").split("+")[0] != v]
 
@@ -108,15 +108,17 @@ def run_tests(venv: Path, log: Path, extra: list[str]) -> tuple[int, str]:
     """make test's command in the venv, with the notebook-warning plugin; (exit status, pytest's summary)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "COURSE_"))}
     env.update({"COURSE_PROFILE": "smoke", "COURSE_OFFLINE": "1", "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}"})
+    basetemp = venv.parent / f"{venv.name}-tmp"  # its own: pytest runs sharing /tmp/pytest-of-USER delete each other's
     command = [str(venv / "bin" / "python"), "-m", "pytest", "tests", "notebooks", "--nbval-lax", "--nbval-current-env",
-               "--nbval-cell-timeout=600", "-p", "no:cacheprovider", "-p", "tools.nb_warnings", *extra]  # fmt: skip
+               "--nbval-cell-timeout=600", "-p", "no:cacheprovider", "-p", "tools.nb_warnings", f"--basetemp={basetemp}",
+               *extra]  # fmt: skip
     status = _run(command, log, cwd=REPO, env=env)
     summaries = _SUMMARY.findall(log.read_text(encoding="utf-8", errors="replace"))
     return status, (summaries[-1] if summaries else f"pytest exit status {status}, no summary (see {log})")
 
 
-def check_stack(name: str, venvs: Path, extra: list[str]) -> tuple[bool, str]:
-    """Build, install and test one stack; (passed, its one-line result)."""
+def check_stack(name: str, venvs: Path, extra: list[str], *, reuse: bool = False) -> tuple[bool, str]:
+    """Build, install and test one stack (`reuse`: keep a venv already built); (passed, its one-line result)."""
     constraints = CONSTRAINTS / STACKS[name]
     log = venvs / f"{name}.log"
     venvs.mkdir(parents=True, exist_ok=True)
@@ -127,7 +129,8 @@ def check_stack(name: str, venvs: Path, extra: list[str]) -> tuple[bool, str]:
         return False, f"versions {name}: no Python {version} here (install it, or set PYTHON_{version.replace('.', '_')})"
     start = time.perf_counter()
     venv = venvs / name
-    failure = install(python, venv, constraints, log)
+    kept = reuse and (venv / "bin" / "python").exists()
+    failure = None if kept else install(python, venv, constraints, log)
     installed_s = time.perf_counter() - start
     if failure is None:
         moved = pin_problems(venv, constraints)
@@ -136,7 +139,8 @@ def check_stack(name: str, venvs: Path, extra: list[str]) -> tuple[bool, str]:
         return False, f"versions {name}: FAILED to install: {failure}"
     status, summary = run_tests(venv, log, extra)
     tested_s = time.perf_counter() - start - installed_s
-    line = (f"versions {name} ({versions_line(venv)}): {summary}; install {installed_s / 60:.1f} min, "
+    built = "venv reused" if kept else f"install {installed_s / 60:.1f} min"
+    line = (f"versions {name} ({versions_line(venv)}): {summary}; {built}, "
             f"tests {tested_s / 60:.1f} min (log: {log})")  # fmt: skip
     return status == 0, line
 
@@ -146,12 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", action="append", choices=sorted(STACKS), help="a stack to test (default: all)")
     parser.add_argument("--venvs", type=Path, default=REPO / ".venvs", help="where the venvs and logs go")
+    parser.add_argument("--reuse", action="store_true", help="keep a stack's venv when it exists (a rerun)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
     results = []
     for name in args.stack or list(STACKS):
         print(f"versions {name}: building {args.venvs / name} from constraints/{STACKS[name]} ...", flush=True)
-        results.append(check_stack(name, args.venvs.resolve(), args.pytest_args))
+        results.append(check_stack(name, args.venvs.resolve(), args.pytest_args, reuse=args.reuse))
         print(results[-1][1], flush=True)
     if len(results) > 1:
         print("\n".join(line for _, line in results))

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from importlib import metadata
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as `tomli` (pytest brings it there)
+    import tomli as tomllib
 
 try:
     from packaging.markers import Marker
