@@ -72,8 +72,22 @@ def third_party_imports(sources: list[str]) -> set[str]:
     return found - set(sys.stdlib_module_names) - {"helpers", "__future__"} - OPTIONAL_IMPORTS
 
 
+def _owners(modules: set[str]) -> dict[str, list[str]]:
+    """Top-level module -> distributions, also for distributions without top_level.txt (Python 3.10's
+    packages_distributions reads only that file; numpy and scikit-image ship none), read from their file lists."""
+    owners = {name: list(dists) for name, dists in importlib.metadata.packages_distributions().items()}
+    if modules <= owners.keys():
+        return owners
+    for dist in importlib.metadata.distributions():
+        for file in dist.files or []:
+            top = file.parts[0] if len(file.parts) > 1 else file.name.removesuffix(".py")
+            if top.isidentifier() and dist.metadata["Name"] not in owners.setdefault(top, []):
+                owners[top].append(dist.metadata["Name"])
+    return owners
+
+
 def distributions_of(modules: set[str]) -> set[str]:
-    owners = importlib.metadata.packages_distributions()
+    owners = _owners(modules)
     missing = sorted(m for m in modules if m not in owners)
     assert not missing, f"imported but installed by no distribution here: {missing}"
     return {canonical(d) for m in modules for d in owners[m]}
