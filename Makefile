@@ -24,7 +24,7 @@ test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smok
 test-lab: $(BROWSER_STAMP)  ## JupyterLab in headless Chromium: Run All on notebooks 00 and 04; screenshots in reports/
 	COURSE_LAB_TEST=1 COURSE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests/lab -p no:cacheprovider
 
-test-colab: $(STAMP)  ## a fresh Colab-like runtime runs notebooks 00 and 04 through their setup cell (5-9 min)
+test-colab: $(STAMP)  ## Colab's runtime (Python 3.13, constraints/colab-2026-08.txt) runs notebooks 00 and 04 through their setup cell
 	$(BIN)/python tools/colab_sim.py
 
 test-versions:  ## the unit tests + nbval (smoke) in fresh venvs for each stack in constraints/ (STACK= one of them)
