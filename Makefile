@@ -8,10 +8,11 @@ PROFILE ?= auto
 CELL_TIMEOUT ?= 600
 LIMIT ?=  # seconds each notebook may run under `make course` (empty: the profile's notebook_limit_s)
 CHROMIUM ?= /usr/bin/chromium
+STACK ?=  # make test-versions STACK=colab (or gpu-runner, lower-bounds): one stack; empty: all three
 # JupyterLab refuses to start as root unless told; containers often run as root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-gpu test-lab test-colab lab env sync-notebooks clean
+.PHONY: course test test-gpu test-lab test-colab test-versions lab env sync-notebooks clean
 
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
 	$(BIN)/python -m helpers.course.report --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
@@ -23,8 +24,11 @@ test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smok
 test-lab: $(BROWSER_STAMP)  ## JupyterLab in headless Chromium: Run All on notebooks 00 and 04; screenshots in reports/
 	COURSE_LAB_TEST=1 COURSE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests/lab -p no:cacheprovider
 
-test-colab: $(STAMP)  ## a fresh Colab-like runtime runs notebooks 00 and 04 through their setup cell (5-9 min)
+test-colab: $(STAMP)  ## Colab's runtime (Python 3.13, constraints/colab-2026-08.txt) runs notebooks 00 and 04 through their setup cell
 	$(BIN)/python tools/colab_sim.py
+
+test-versions:  ## the unit tests + nbval (smoke) in fresh venvs for each stack in constraints/ (STACK= one of them)
+	$(PYTHON) tools/versions.py $(foreach s,$(STACK),--stack $(s))
 
 lab: $(STAMP)  ## JupyterLab with this environment's kernel, at the repository root, showing notebooks/
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
@@ -38,14 +42,14 @@ test-gpu: $(STAMP)  ## on a GPU machine: the unit tests with the CUDA ones requi
 
 env: $(STAMP)
 
-# The base dependencies are what the notebooks import; `course` adds the runner and JupyterLab, `test` the tests.
+# The base list is the library; `course` adds what the notebooks import, `jupyter` the runner and JupyterLab, `test` the tests.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,jupyter,test]'
 	touch $@
 
 $(BROWSER_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,test,browser]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,jupyter,test,browser]'
 	touch $@
 
 clean:

@@ -3,7 +3,8 @@ an allocator that reuses memory."""
 
 from __future__ import annotations
 
-import numpy as np
+import mmap
+
 import torch
 from torch import nn
 
@@ -15,10 +16,15 @@ def test_batch_that_fits_scales_a_measured_step_to_the_free_memory(monkeypatch):
 
     def run_step(batch):
         calls.append(batch)
-        # 40 MiB per sample, one block each: blocks this large are always fresh pages (glibc maps anything over its
-        # 32 MiB ceiling directly), so resident memory grows by what the step touches, whatever ran before
-        blocks = [np.ones(40 * 2**20, dtype=np.uint8) for _ in range(batch)]
-        return sum(int(b[::4096].sum()) for b in blocks)
+        # 40 MiB per sample, one block each, fresh pages by construction: an anonymous mapping of its own (never a
+        # free heap chunk the allocator reuses), every page written once, so resident memory grows by exactly that
+        blocks = [mmap.mmap(-1, 40 * 2**20) for _ in range(batch)]
+        for block in blocks:
+            for offset in range(0, len(block), mmap.PAGESIZE):
+                block[offset] = 1
+        for block in blocks:  # the peak is measured: unmapping now returns the memory
+            block.close()
+        return batch
 
     monkeypatch.setattr(batch_size, "free_memory_bytes", lambda device: 800 * 2**20)  # 800 MiB free, half of it usable
     batch, why = batch_size.batch_that_fits(run_step, wanted=64, device=torch.device("cpu"), probe=2)

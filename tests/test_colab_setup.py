@@ -110,7 +110,7 @@ def runtime(monkeypatch):
     requirements = ["torch>=2.4", "torchvision>=0.19", "kornia>=0.7.3", "numpy>=1.24", "Pillow>=10.1",
                     "scikit_image>=0.21", "tqdm>=4.66", "ipywidgets>=8.0", "ipython>=7.34"]  # fmt: skip
     monkeypatch.setattr(colab_setup, "installed_versions", lambda: dict(installed))
-    monkeypatch.setattr(colab_setup, "base_requirements", lambda distribution=colab_setup.DISTRIBUTION: requirements)
+    monkeypatch.setattr(colab_setup, "course_requirements", lambda distribution=colab_setup.DISTRIBUTION: requirements)
     return installed
 
 
@@ -163,6 +163,27 @@ def test_base_requirements_leave_out_the_extras(monkeypatch):
     requires = ["torch>=2.4", 'jupyterlab>=4.0; extra == "course"', "pytest>=7.4 ; extra == 'test'", "tqdm"]
     monkeypatch.setattr(colab_setup.importlib.metadata, "requires", lambda name: requires)
     assert colab_setup.base_requirements() == ["torch>=2.4", "tqdm"]
+
+
+def test_the_notebooks_requirements_are_the_base_list_and_the_course_extra(monkeypatch):
+    requires = ["torch>=2.4", "kornia>=0.7.4; extra == 'library'", 'jupyterlab>=4.0; extra == "jupyter"',
+                'kornia>=0.7.4; extra == "course"', "matplotlib>=3.7 ; extra == 'course'",
+                "ipython; python_version >= '3.10' and extra == \"course\"", 'pytest>=7.4; extra == "test"']
+    monkeypatch.setattr(colab_setup.importlib.metadata, "requires", lambda name: requires)
+    assert colab_setup.extra_requirements("course") == ["kornia>=0.7.4", "matplotlib>=3.7",
+                                                        "ipython; python_version >= '3.10'"]  # fmt: skip
+    assert colab_setup.course_requirements() == ["torch>=2.4", "kornia>=0.7.4", "matplotlib>=3.7",
+                                                 "ipython; python_version >= '3.10'"]  # fmt: skip
+
+
+def test_the_installed_course_asks_for_what_the_notebooks_import():
+    """Read from this checkout's own installed metadata: the library, kornia, plotting; no Jupyter server."""
+    try:
+        names = {colab_setup.canonical(colab_setup.requirement_name(r)) for r in colab_setup.course_requirements()}
+    except colab_setup.importlib.metadata.PackageNotFoundError:
+        pytest.skip("the course is not installed in this Python (make env installs it)")
+    assert {"torch", "torchvision", "numpy", "pillow", "kornia", "matplotlib", "scikit-image"} <= names
+    assert not names & {"jupyterlab", "nbconvert", "pytest"}
 
 
 def test_setup_course_refuses_a_folder_that_is_not_the_course(tmp_path):

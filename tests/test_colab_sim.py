@@ -6,7 +6,8 @@ from pathlib import Path
 
 import nbformat
 
-from tools.colab_sim import check_notebook, check_packages
+from tools.colab_sim import COLAB_PYTHON, COLAB_RUNTIME, check_notebook, check_packages
+from tools.versions import CONSTRAINTS, STACKS, pins
 
 CLONE = Path("/content/feeding-the-gpu")
 
@@ -57,3 +58,10 @@ def test_a_changed_preinstalled_version_or_a_jupyter_server_fails():
         "numpy 2.0.2 became 2.3.0",
         "the course's install added Jupyter server packages: ['jupyter-server']",
     ]
+
+
+def test_the_simulated_runtime_is_the_colab_stack_that_make_test_versions_tests():
+    assert COLAB_PYTHON == "3.13"
+    assert COLAB_RUNTIME == [f"{n}=={v}" for n, v in pins(CONSTRAINTS / STACKS["colab"]).items()]
+    assert {"torch", "torchvision", "numpy", "pillow", "matplotlib", "ipykernel", "ipython"} <= {
+        r.split("==")[0] for r in COLAB_RUNTIME}

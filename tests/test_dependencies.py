@@ -1,5 +1,7 @@
-"""Dependencies in layers: the base list is what the notebooks and `helpers` import, with no Jupyter server in it
-(Colab and any Jupyter bring their own); the course runner and Lab, the tests and the browser test are extras."""
+"""Dependencies in layers: the base list is what the library (`helpers/*.py`) needs, so `pip install .` installs the
+library alone; the `library` extra adds what a library function imports where it is used; the `course` extra is
+what the notebooks and `helpers/course` import, with no Jupyter server in it (Colab and any Jupyter bring their own);
+the course runner and Lab (`jupyter`), the tests and the browser test are further extras."""
 
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ def closure(requirements: list[str]) -> set[str]:
         try:
             requires = importlib.metadata.requires(requirement.name) or []
         except importlib.metadata.PackageNotFoundError:
-            pytest.fail(f"{requirement.name} is not installed here: run `make env` (or pip install -e '.[course,test]')")
+            pytest.fail(f"{requirement.name} is not installed here: run `make env` (or pip install -e '.[course,jupyter,test]')")
         for text in requires:
             child = Requirement(text)
             extras = requirement.extras or {""}
@@ -70,36 +72,79 @@ def third_party_imports(sources: list[str]) -> set[str]:
     return found - set(sys.stdlib_module_names) - {"helpers", "__future__"} - OPTIONAL_IMPORTS
 
 
+def _owners(modules: set[str]) -> dict[str, list[str]]:
+    """Top-level module -> distributions, also for distributions without top_level.txt (Python 3.10's
+    packages_distributions reads only that file; numpy and scikit-image ship none), read from their file lists."""
+    owners = {name: list(dists) for name, dists in importlib.metadata.packages_distributions().items()}
+    if modules <= owners.keys():
+        return owners
+    for dist in importlib.metadata.distributions():
+        for file in dist.files or []:
+            top = file.parts[0] if len(file.parts) > 1 else file.name.removesuffix(".py")
+            if top.isidentifier() and dist.metadata["Name"] not in owners.setdefault(top, []):
+                owners[top].append(dist.metadata["Name"])
+    return owners
+
+
 def distributions_of(modules: set[str]) -> set[str]:
-    owners = importlib.metadata.packages_distributions()
+    owners = _owners(modules)
     missing = sorted(m for m in modules if m not in owners)
     assert not missing, f"imported but installed by no distribution here: {missing}"
     return {canonical(d) for m in modules for d in owners[m]}
 
 
+LIBRARY = {"torch", "torchvision", "numpy", "pillow"}
+COURSE_ONLY = {"matplotlib", "scikit-image", "ipywidgets", "ipython"}  # plotting, stand-in photographs, widgets
+
+
+def _library_sources() -> list[str]:
+    return [p.read_text(encoding="utf-8") for p in (ROOT / "helpers").glob("*.py")]
+
+
 def test_the_layers_are_there():
     extras = PROJECT["optional-dependencies"]
-    assert names(extras["course"]) == {"jupyterlab", "ipykernel", "nbclient", "nbconvert", "nbformat"}
+    assert names(PROJECT["dependencies"]) == LIBRARY  # `pip install .`: the library and nothing of the course
+    assert names(extras["library"]) == {"kornia", "tqdm"}
+    assert names(extras["library"]) | COURSE_ONLY == names(extras["course"])
+    assert names(extras["jupyter"]) == {"jupyterlab", "ipykernel", "nbclient", "nbconvert", "nbformat"}
     assert {"pytest", "nbval"} <= names(extras["test"]) and names(extras["browser"]) == {"playwright"}
-    assert {"torch", "torchvision", "kornia", "numpy", "pillow", "matplotlib", "tqdm", "scikit-image",
-            "ipywidgets"} <= names(PROJECT["dependencies"])  # fmt: skip
 
 
-def test_the_base_install_pulls_in_no_jupyter_server():
+def test_the_base_install_brings_only_the_library():
     pulled = closure(PROJECT["dependencies"])
-    assert not pulled & JUPYTER_SERVER, f"the base dependencies pull in {sorted(pulled & JUPYTER_SERVER)}"
+    assert not pulled & (COURSE_ONLY | JUPYTER_SERVER | {"kornia", "tqdm"}), sorted(pulled & COURSE_ONLY)
+
+
+def test_what_the_library_imports_anywhere_is_in_the_library_extra():
+    needed = distributions_of(third_party_imports(_library_sources()))
+    have = closure(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["library"])
+    assert needed <= have, f"imported by a library module, in no list: {sorted(needed - have)}"
+
+
+def test_the_course_install_pulls_in_no_jupyter_server():
+    pulled = closure(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["course"])
+    assert not pulled & JUPYTER_SERVER, f"the course extra pulls in {sorted(pulled & JUPYTER_SERVER)}"
     assert "ipython" in pulled and "ipywidgets" in pulled
 
 
-def test_what_the_notebooks_and_helpers_import_is_in_the_base_list():
-    runner = {ROOT / "helpers" / "course" / "report.py"}  # the course runner: its packages are the `course` extra
+def test_what_the_notebooks_and_helpers_import_is_in_the_course_extra():
+    runner = {ROOT / "helpers" / "course" / "report.py"}  # the course runner: its packages are the `jupyter` extra
     sources = [p.read_text(encoding="utf-8") for p in (ROOT / "helpers").rglob("*.py") if p not in runner]
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         notebook = nbformat.read(path, as_version=4)
         sources += [c.source for c in notebook.cells if c.cell_type == "code" and not c.source.lstrip().startswith("!")]
     needed = distributions_of(third_party_imports(sources))
-    base = closure(PROJECT["dependencies"])
-    assert needed <= base, f"imported by helpers or a notebook, missing from the base list: {sorted(needed - base)}"
-    runner_needs = distributions_of(third_party_imports([p.read_text(encoding="utf-8") for p in runner]))
     course = closure(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["course"])
-    assert runner_needs <= course, f"the course runner needs {sorted(runner_needs - course)} beyond its extra"
+    assert needed <= course, f"imported by helpers or a notebook, missing from the course extra: {sorted(needed - course)}"
+    runner_needs = distributions_of(third_party_imports([p.read_text(encoding="utf-8") for p in runner]))
+    jupyter = closure(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["course"]
+                      + PROJECT["optional-dependencies"]["jupyter"])  # fmt: skip
+    assert runner_needs <= jupyter, f"the course runner needs {sorted(runner_needs - jupyter)} beyond its extras"
+
+
+def test_the_commands_install_the_layers_they_use():
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "-e '.[course,jupyter,test]'" in makefile  # make env / make test
+    assert "-e .[course,jupyter,test]" in (ROOT / "environment.yml").read_text(encoding="utf-8")
+    setup = (ROOT / "tools" / "colab_setup.py").read_text(encoding="utf-8")
+    assert 'extra_requirements("course"' in setup  # the Colab setup cell installs the notebooks' extra

@@ -1,5 +1,6 @@
-"""The CI configuration: both workflows pass actionlint (a typo fails here, not on the hosting service), the CPU job
-runs the README's test command, and the GPU job runs `make test-gpu` on push and the full course on a schedule."""
+"""The CI configuration: the workflows pass actionlint (a typo fails here, not on the hosting service), the CPU job
+runs the README's test command, the GPU job runs `make test-gpu` on push and the full course on a schedule, and the
+versions job runs `make test-versions` for every stack in constraints/, weekly and when the dependencies change."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _lint(root: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_workflows_pass_actionlint():
-    assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == ["ci.yml", "gpu.yml"]
+    assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == ["ci.yml", "gpu.yml", "versions.yml"]
     result = _lint(REPO)
     assert result.returncode == 0, f"actionlint found problems:\n{result.stdout}{result.stderr}"
 
@@ -58,3 +59,13 @@ def test_the_gpu_jobs_run_make_test_gpu_on_push_and_the_full_course_on_a_schedul
     makefile = (REPO / "Makefile").read_text()
     target = makefile.split("\ntest-gpu:", 1)[1].split("\n\n", 1)[0]
     assert "COURSE_REQUIRE_CUDA=1" in target and "pytest tests notebooks" in target and "--nbval" in target
+
+
+def test_the_versions_job_tests_every_stack_weekly_and_when_the_dependencies_change():
+    from tools.versions import CONSTRAINTS, STACKS, stack_python_version
+
+    versions = (WORKFLOWS / "versions.yml").read_text()
+    assert "  schedule:" in versions and versions.count("      - pyproject.toml") == 2  # push and pull_request
+    matrix = dict(re.findall(r"- stack: ([\w-]+)\n\s+python: \"([\d.]+)\"", versions))
+    assert matrix == {name: stack_python_version(CONSTRAINTS / file) for name, file in STACKS.items()}
+    assert "make test-versions STACK=${{ matrix.stack }}" in versions and "fail-fast: false" in versions

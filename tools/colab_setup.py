@@ -4,8 +4,8 @@ what that Python already has, and make `helpers` importable in the same process:
 Every notebook's setup cell finds (or clones) the repository, then runs this file with `runpy` and calls
 `setup_course(root)`. Steps, each printed on one line with its time:
 1. the course package itself, `pip install --no-deps -e ROOT` (so `python -m helpers...` works in subprocesses too);
-2. its base dependencies that `importlib.metadata` says are missing (kornia, scikit-image, ...), installed with a
-   constraints file that pins every distribution already installed, so pip can add packages but never upgrade or
+2. its base dependencies and its `course` extra (what the notebooks import: kornia, matplotlib, scikit-image, ...)
+   that `importlib.metadata` says are missing, installed with a constraints file that pins every distribution already installed, so pip can add packages but never upgrade or
    downgrade torch, torchvision, numpy, ipykernel or anything else the runtime provides.
 pip's own output is captured; on failure the tail of it is shown with the command to run by hand.
 Standard library only: it runs before anything of the course is importable.
@@ -54,6 +54,32 @@ def base_requirements(distribution: str = DISTRIBUTION) -> list[str]:
     return [r for r in requires if "extra ==" not in r.replace('"', "").replace("'", "")]
 
 
+_EXTRA_CLAUSE = re.compile(r"""\s*(and\s+)?extra\s*==\s*['"]?([A-Za-z0-9._-]+)['"]?\s*(and\s+)?""")
+
+
+def extra_requirements(extra: str, distribution: str = DISTRIBUTION) -> list[str]:
+    """The installed course's requirements for `extra`, written without their `extra == ...` marker clause."""
+    found = []
+    for requirement in importlib.metadata.requires(distribution) or []:
+        text, _, marker = requirement.partition(";")
+        clause = _EXTRA_CLAUSE.search(marker)
+        if clause is None or canonical(clause.group(2)) != canonical(extra):
+            continue
+        rest = _EXTRA_CLAUSE.sub(" ", marker, count=1).strip().strip("()").strip()
+        found.append(f"{text.strip()}; {rest}" if rest else text.strip())
+    return found
+
+
+def course_requirements(distribution: str = DISTRIBUTION) -> list[str]:
+    """What the notebooks need: the base requirements (the library) and the `course` extra, each name once."""
+    requirements, seen = [], set()
+    for requirement in base_requirements(distribution) + extra_requirements("course", distribution):
+        if canonical(requirement_name(requirement)) not in seen:
+            seen.add(canonical(requirement_name(requirement)))
+            requirements.append(requirement)
+    return requirements
+
+
 def installed_versions() -> dict[str, str]:
     """Every distribution this Python can import, canonical name -> version (the first one on sys.path wins)."""
     versions: dict[str, str] = {}
@@ -89,7 +115,7 @@ def _pip(runner: Runner, arguments: list[str], what: str) -> float:
 
 
 def install_course(root: Path, *, runner: Runner | None = None) -> list[str]:
-    """Install the course at `root` and whatever of its base dependencies is missing; return the lines printed."""
+    """Install the course at `root` and whatever of its notebooks' dependencies is missing; return the lines printed."""
     runner = runner or _run
     lines: list[str] = []
 
@@ -101,7 +127,7 @@ def install_course(root: Path, *, runner: Runner | None = None) -> list[str]:
     importlib.invalidate_caches()
     say(f"installed the course package from {root} (editable, no dependencies) in {seconds:.1f} s")
     before = installed_versions()
-    requirements = base_requirements()
+    requirements = course_requirements()
     missing = missing_requirements(requirements, before)
     kept = [r for r in requirements if r not in missing]
     if kept:

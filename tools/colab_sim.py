@@ -1,9 +1,9 @@
 """Colab, simulated: run notebooks as a new user would from a fresh Colab runtime, and check the setup cell.
 
 `make test-colab` runs this. It builds, in a temporary folder:
-- a fresh virtual environment with only what a Colab runtime has that the course uses (COLAB_RUNTIME: torch,
-  torchvision, numpy, matplotlib, pillow, ipykernel, at versions a Colab runtime has; pip takes them from this
-  machine's disk or pip's cache, or downloads them);
+- a fresh virtual environment of Colab's Python (3.13) with only what a Colab runtime has preinstalled that the
+  course uses, at Colab's versions: constraints/colab-2026-08.txt (torch, torchvision, numpy, pillow, matplotlib,
+  torchcodec, ipykernel, ipython; `make test-versions STACK=colab` tests the same pins);
 - a folder standing in for /content (the setup cell reads COURSE_COLAB_ROOT), the working directory of the kernels;
 - this checkout's tracked files as they are now (uncommitted edits included, untracked files not) in a bare git
   repository, reached by a file:// URL (COURSE_REPOSITORY_URL), so the setup cell's shallow clone really runs.
@@ -33,16 +33,13 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from nbclient import NotebookClient
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# A Colab runtime's versions (late 2025) of what the course uses; torch is the release this machine has on disk.
-COLAB_RUNTIME = [
-    "torch==2.14.1",
-    "torchvision==0.29.1",
-    "numpy==2.0.2",
-    "matplotlib==3.10.0",
-    "pillow==11.3.0",
-    "ipykernel==6.17.1",
-    "ipython==7.34.0",
-]
+sys.path.insert(0, str(REPO_ROOT))  # run as a script: tools.versions from this checkout
+from tools.versions import find_python, pins, stack_python_version
+
+# Colab's runtime: its Python and what it has preinstalled that the course uses, from the constraints file.
+COLAB_CONSTRAINTS = REPO_ROOT / "constraints" / "colab-2026-08.txt"
+COLAB_PYTHON = stack_python_version(COLAB_CONSTRAINTS)
+COLAB_RUNTIME = [f"{name}=={version}" for name, version in pins(COLAB_CONSTRAINTS).items()]
 NOTEBOOKS = ["00_setup_and_data.ipynb", "04_gpu_augmentation.ipynb"]
 JUPYTER_SERVER = {"jupyterlab", "jupyter-server", "notebook", "nbconvert", "nbclient", "jupyterlab-server",
                   "terminado", "jupyter-lsp"}  # fmt: skip
@@ -70,8 +67,12 @@ def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
 
 
 def make_runtime(folder: Path) -> Path:
-    """A fresh virtual environment holding only COLAB_RUNTIME; return its python."""
-    _run([sys.executable, "-m", "venv", str(folder)])
+    """A fresh virtual environment of Colab's Python holding only COLAB_RUNTIME; return its python."""
+    interpreter = find_python(COLAB_PYTHON)
+    if interpreter is None:
+        raise RuntimeError(f"Colab runs Python {COLAB_PYTHON} and there is none here: install it (pyenv install "
+                           f"{COLAB_PYTHON}) or set PYTHON_{COLAB_PYTHON.replace('.', '_')} to one")  # fmt: skip
+    _run([interpreter, "-m", "venv", str(folder)])
     python = folder / "bin" / "python"
     _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", *COLAB_RUNTIME])
     return python
@@ -166,7 +167,9 @@ def simulate(work: Path, *, notebooks: list[str], timeout: int) -> list[Check]:
     start = time.perf_counter()
     print(f"colab simulation in {work}", flush=True)
     python = make_runtime(work / "runtime")
-    print(f"  runtime: {', '.join(COLAB_RUNTIME)} in {time.perf_counter() - start:.0f} s", flush=True)
+    version = _run([str(python), "-c", "import platform; print(platform.python_version())"]).stdout.strip()
+    print(f"  runtime: Python {version}, {', '.join(COLAB_RUNTIME)} in {time.perf_counter() - start:.0f} s",
+          flush=True)  # fmt: skip
     url = publish_checkout(work / "remote")
     content = work / "content"
     content.mkdir()

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from importlib import metadata
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as `tomli` (pytest brings it there)
+    import tomli as tomllib
 
 try:
     from packaging.markers import Marker
@@ -69,11 +73,12 @@ def target_environment(python_version: str) -> dict[str, str]:
 
 
 def needs(pyproject: Path = REPO / "pyproject.toml") -> list[Requirement]:
-    """Everything the GPU check needs, as pyproject.toml states it: the dependencies and the `test` extra, plus the
-    notebook-kernel packages from whichever list holds them, less what the check does not use."""
+    """Everything the GPU check needs, as pyproject.toml states it: the dependencies and the `course` and `test`
+    extras, plus the notebook-kernel packages from whichever list holds them, less what the check does not use."""
     project = tomllib.loads(pyproject.read_text())["project"]
     extras = project.get("optional-dependencies", {})
-    wanted = [Requirement(r) for r in [*project.get("dependencies", []), *extras.get("test", [])]]
+    wanted = [Requirement(r) for r in [*project.get("dependencies", []), *extras.get("course", []),
+                                       *extras.get("test", [])]]  # fmt: skip
     wanted += [r for group in extras.values() for r in map(Requirement, group) if canonicalize_name(r.name) in KERNEL]
     chosen: dict[str, Requirement] = {}
     for requirement in wanted:
