@@ -53,7 +53,7 @@ class Profile:
     sr_batch: int  # 01, 02, 05: batch of the SR pipeline measurements (ESPCN / SmallEDSR steps)
     sr_crop: int  # ... and their HR crop, pixels (x4: the LR crop is a quarter of it)
     pipeline_blocks: int  # interleaved fed / pre-made block pairs when one loader feeds a model
-    pipeline_budget_s: float  # seconds such a measurement may take (01, 05, 07)
+    pipeline_budget_s: float  # seconds such a measurement may take (01, 05, 08)
     ladder_rounds: int  # 02, 04: rounds in which every rung of a ladder gets one turn
     ladder_turn_s: float  # seconds of one rung's turn
     sweep_batches: int  # 02: batches timed per DataLoader setting and repeat
@@ -66,7 +66,7 @@ class Profile:
     compare_steps: int  # 06: timed steps of the post's pipeline and of the course's (after a warm-up step)
     compare_batch: int  # 06: their batch (the 224-px pipeline takes what fits)
     compare_model: str  # 06: "resnet18", or "small" where even one 224-px ResNet18 step is too long (smoke)
-    gan: tuple[int, int, int, int]  # 07: SmallEDSR features, blocks, HR crop, batch of the GAN measurement
+    gan: tuple[int, int, int, int]  # 08: SmallEDSR features, blocks, HR crop, batch of the GAN measurement
     sr: SRTraining  # 05 and `python -m helpers.train sr`
     cifar: CifarTraining  # 06 and `python -m helpers.train cifar`
 
