@@ -41,6 +41,19 @@ class CifarTraining:
 
 
 @dataclass(frozen=True)
+class FolderLesson:
+    """07's sizes: the stand-in JPEG folder, the crop the ladder feeds its model, the store and the shards."""
+
+    images_per_class: int  # stand-in JPEGs per class (10 classes)
+    image_size: tuple[int, int]  # their width, height (the issue's "about 500x375" outside smoke runs)
+    crop: int  # RandomResizedCrop output side, pixels (224 outside smoke runs)
+    store_short_side: int  # the pre-resized store's short side, pixels
+    batch: int
+    model: str  # "resnet18" (torchvision's, ImageNet stem) or "small" (a CNN, smoke runs)
+    per_shard: int  # samples per WebDataset shard
+
+
+@dataclass(frozen=True)
 class Profile:
     """The sizes one profile gives every notebook and command. Time budgets are enforced by calibrating on a few
     steps first; nothing here assumes how fast the machine is."""
@@ -74,6 +87,11 @@ class Profile:
     def is_smoke(self) -> bool:
         """True when numbers from this profile are only smoke-test numbers."""
         return self.name == "smoke"
+
+    @property
+    def folders(self) -> FolderLesson:
+        """07's sizes for this profile."""
+        return FOLDER_LESSONS[self.name]
 
     def label(self, text: str, *, data: str | None = None, device: object = None) -> str:
         """`text` with the data it came from and the device it ran on, marked when it is a smoke run."""
@@ -110,6 +128,16 @@ PROFILES: dict[str, Profile] = {
                       budget_s=600, steps=200_000),
         cifar=CifarTraining(images=None, batch=512, learning_rate=0.4, model="resnet18", budget_s=60, steps=20_000),
     ),
+}  # fmt: skip
+
+
+FOLDER_LESSONS: dict[str, FolderLesson] = {
+    "smoke": FolderLesson(images_per_class=3, image_size=(120, 90), crop=48, store_short_side=56, batch=6,
+                          model="small", per_shard=5),
+    "cpu": FolderLesson(images_per_class=100, image_size=(500, 375), crop=224, store_short_side=256, batch=16,
+                        model="resnet18", per_shard=100),
+    "full": FolderLesson(images_per_class=100, image_size=(500, 375), crop=224, store_short_side=256, batch=64,
+                         model="resnet18", per_shard=100),
 }  # fmt: skip
 
 
