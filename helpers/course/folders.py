@@ -204,7 +204,7 @@ def folder_ladder(
                             persistent_workers=workers > 0)  # fmt: skip
         return OnDevice(loader, finish_on_device(), device)
 
-    where = "nvJPEG on the GPU, batched" if cuda else "libjpeg-turbo in the workers"
+    where = "nvJPEG on the GPU, batched" if cuda else "libjpeg-turbo on the CPU, in the DataLoader"
     ahead = 2 * workers
     return [
         Rung(f"the post: ImageFolder + PIL per sample, RandomResizedCrop({size}) + flip + ColorJitter, {workers} workers",

@@ -32,6 +32,7 @@ from ..sr_data import LazyCropSRDataset
 from .baselines import (
     InMemoryNaiveSRDataset, NaiveSRDataset, export_image_folder, native_size_transform, seed_post_transform,
 )  # fmt: skip
+from .cifar_peers import CROP_FLIP_RUNG, FFCV_MISSING, FFCV_RUNG, crop_flip_build, ffcv_cifar_build
 from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
 from .profiles import Profile, resolve_profile
 
@@ -378,6 +379,15 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
     print(f"the post's 224-px rung: {why}")
     rungs = cifar_ladder(images, labels, image_folder=folder, device=device, batch_size=batch_size,
                          seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()))  # fmt: skip
+    # the bench's peers: the shipped crop + flip configuration, and FFCV doing the same work where it is installed
+    rungs.insert(-1, Rung(CROP_FLIP_RUNG, crop_flip_build(images, labels, device=device, batch_size=batch_size), model,
+                          0, classification_train_step))  # fmt: skip
+    ffcv = ffcv_cifar_build(images, labels, dest=data_root() / "ffcv" / f"{slug}-{len(images)}.beton", device=device,
+                            batch_size=batch_size, workers=max(1, usable_cpu_count()))  # fmt: skip
+    if ffcv is None:
+        print(f"FFCV: no row ({FFCV_MISSING}; pip install ffcv, with OpenCV and libjpeg-turbo development files)")
+    else:
+        rungs.insert(-1, Rung(FFCV_RUNG, ffcv, model, 0, classification_train_step))
     rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
     print(timing)
     label = (
