@@ -59,9 +59,15 @@ def ffcv_loader(path: Path, *, batch_size: int, device: torch.device, workers: i
     """FFCV's Loader doing torchvision_cifar_augment's work: translate (zero fill) + flip on uint8, Normalize."""
     mean = np.array(CIFAR10_MEAN) * 255
     std = np.array(TORCHVISION_RECIPE_STD) * 255
-    image = [SimpleRGBImageDecoder(), RandomHorizontalFlip(), RandomTranslate(padding=4, fill=(0, 0, 0)), ToTensor(),
-             ToDevice(device, non_blocking=True), ToTorchImage(), NormalizeImage(mean, std, np.float32)]  # fmt: skip
-    label = [IntDecoder(), ToTensor(), ToDevice(device, non_blocking=True), Squeeze()]
+    # NormalizeImage runs on the uint8 numpy batch before ToTensor (FFCV's compiled CPU path); on CUDA after ToDevice
+    to_device = [ToDevice(device, non_blocking=True)] if device.type == "cuda" else []
+    normalize = NormalizeImage(mean, std, np.float32)
+    head = [SimpleRGBImageDecoder(), RandomHorizontalFlip(), RandomTranslate(padding=4, fill=(0, 0, 0))]
+    if device.type == "cuda":
+        image = head + [ToTensor(), *to_device, ToTorchImage(), normalize]
+    else:
+        image = head + [normalize, ToTensor(), ToTorchImage()]
+    label = [IntDecoder(), ToTensor(), *to_device, Squeeze()]
     return Loader(str(path), batch_size=batch_size, num_workers=max(1, workers), order=OrderOption.RANDOM,
                   drop_last=True, os_cache=True, seed=seed, pipelines={"image": image, "label": label})  # fmt: skip
 
