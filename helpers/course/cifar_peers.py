@@ -69,9 +69,10 @@ def ffcv_loader(path: Path, *, batch_size: int, device: torch.device, workers: i
         image = head + [normalize, ToTensor(), ToTorchImage()]
     label = [IntDecoder(), ToTensor(), *to_device, Squeeze()]
     return Loader(str(path), batch_size=batch_size, num_workers=max(1, workers), order=OrderOption.RANDOM,
-                  drop_last=True, os_cache=True, seed=seed, pipelines={"image": image, "label": label})  # fmt: skip
+                  drop_last=True, os_cache=True, seed=seed, batches_ahead=FFCV_AHEAD, pipelines={"image": image, "label": label})  # fmt: skip
 
 
+FFCV_AHEAD = 3  # batches FFCV's Loader prepares ahead in its threads (its batches_ahead): drained untimed per turn
 FFCV_RUNG = "FFCV peer: .beton of raw uint8, translate (zero fill) + flip, Normalize to float32"
 
 

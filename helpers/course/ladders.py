@@ -32,7 +32,7 @@ from ..sr_data import LazyCropSRDataset
 from .baselines import (
     InMemoryNaiveSRDataset, NaiveSRDataset, export_image_folder, native_size_transform, seed_post_transform,
 )  # fmt: skip
-from .cifar_peers import CROP_FLIP_RUNG, FFCV_MISSING, FFCV_RUNG, crop_flip_build, ffcv_cifar_build
+from .cifar_peers import CROP_FLIP_RUNG, FFCV_AHEAD, FFCV_MISSING, FFCV_RUNG, crop_flip_build, ffcv_cifar_build
 from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
 from .profiles import Profile, resolve_profile
 
@@ -387,7 +387,7 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
     if ffcv is None:
         print(f"FFCV: no row ({FFCV_MISSING}; pip install ffcv, with OpenCV and libjpeg-turbo development files)")
     else:
-        rungs.insert(-1, Rung(FFCV_RUNG, ffcv, model, 0, classification_train_step))
+        rungs.insert(-1, Rung(FFCV_RUNG, ffcv, model, 0, classification_train_step, prefetched=FFCV_AHEAD + 1))
     rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
     print(timing)
     label = (
