@@ -87,3 +87,14 @@ def test_crop_and_flip_on_uint8_equal_the_float_path():
     mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
     expected = (images.float() / 255 - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
     assert torch.allclose(NormalizeToFloat(mean, std)(images), expected, atol=1e-5)
+
+
+def test_the_crop_gather_flips_per_sample_when_asked():
+    image = _batch(1)
+    torch.manual_seed(3)
+    out = BatchRandomCrop(32, 4, "constant", flip_p=0.5)(image.repeat(200, 1, 1, 1))
+    padded = F.pad(image[0], [4], fill=0)
+    windows = [padded[:, y : y + 32, x : x + 32] for y in range(9) for x in range(9)]
+    flipped = [next(flip for w in windows for flip in (False, True) if torch.equal(crop, w.flip(-1) if flip else w))
+               for crop in out]  # fmt: skip
+    assert 0.35 < sum(flipped) / len(flipped) < 0.65
