@@ -87,7 +87,7 @@ def ffcv_cifar_build(
     return lambda: ffcv_loader(path, batch_size=batch_size, device=device, workers=workers)
 
 
-CROP_FLIP_RUNG = "whole dataset as uint8 on the device + crop + flip on uint8, one fused Normalize (torchvision_cifar_augment)"
+CROP_FLIP_RUNG = "whole dataset as uint8 on the device + crop + flip on uint8 in one copy, then Normalize (torchvision_cifar_augment)"
 
 
 def crop_flip_build(

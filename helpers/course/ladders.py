@@ -35,6 +35,7 @@ from .baselines import (
 from .cifar_peers import CROP_FLIP_RUNG, FFCV_AHEAD, FFCV_MISSING, FFCV_RUNG, crop_flip_build, ffcv_cifar_build
 from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
 from .profiles import Profile, resolve_profile
+from .sr_formats import png_copies
 
 
 # --- memory ---------------------------------------------------------------------------------------------------------
@@ -355,6 +356,12 @@ def _sr_command(args: argparse.Namespace, profile: Profile, device: torch.device
     workers = max(1, min(8, usable_cpu_count()))
     rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=args.scale, hr_crop=args.hr_crop,
                       workers=workers)  # fmt: skip
+    # the file format's part: the lazy-crop loader with the same workers on lossless PNG copies of the same images
+    pngs = png_copies(paths, data_root() / "png-copies" / f"{source.root.name}-train-{len(paths)}")
+    png_plain = sr_ladder(pngs, device=device, batch_size=batch_size, scale=args.scale, hr_crop=args.hr_crop,
+                          workers=workers)[3]  # fmt: skip
+    png_plain.name = png_plain.name.replace("lazy crop", "lazy crop on PNG copies of the same images")
+    rungs.insert(4, png_plain)
     rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
     print(timing)
     label = (

@@ -3,6 +3,7 @@ verdicts that say when ranges overlap, the optional peers' reasons, and the benc
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from PIL import Image
 from torchvision.datasets import ImageFolder
@@ -12,6 +13,7 @@ from helpers.course.folders import (
     FOLDER_MARKER, OnDevice, finish_on_device, optional_rows, rung_verdicts, storage_verdict, write_jpeg_folder_standin,
 )  # fmt: skip
 from helpers.course.profiles import PROFILES
+from helpers.course.sr_formats import MARKER, png_copies, same_pixels
 from helpers.course.standins import CIFAR_STANDIN_CLASSES
 
 
@@ -72,3 +74,16 @@ def test_the_bench_crop_flip_rung_and_the_device_finish():
     finished = OnDevice([(images, torch.arange(8))], finish_on_device(), torch.device("cpu"))
     out, _ = next(iter(finished))
     assert out.is_contiguous(memory_format=torch.channels_last) and out.dtype == torch.float32
+
+
+def test_png_copies_hold_the_same_pixels_and_are_written_once(tmp_path):
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"photo{i}.jpg"
+        Image.fromarray(np.random.default_rng(i).integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(path)
+        paths.append(path)
+    copies = png_copies(paths, tmp_path / "png")
+    assert [Image.open(c).format for c in copies] == ["PNG"] * 3
+    assert all(same_pixels(p, c) for p, c in zip(paths, copies))
+    stamp = (tmp_path / "png" / MARKER).stat().st_mtime_ns
+    assert png_copies(paths, tmp_path / "png") == copies and (tmp_path / "png" / MARKER).stat().st_mtime_ns == stamp
