@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from helpers.augment import BatchRandomCrop, cifar_train_augment, normalize_only
+from torchvision.transforms import functional as F
+
+from helpers.augment import (
+    CIFAR10_MEAN, TORCHVISION_RECIPE_STD, BatchHorizontalFlip, BatchRandomCrop, NormalizeToFloat, cifar_train_augment,
+    normalize_only, torchvision_cifar_augment,
+)  # fmt: skip
 
 
 def _batch(n: int = 64) -> torch.Tensor:
@@ -36,3 +41,60 @@ def test_batch_random_crop_cuts_windows_of_the_padded_image_per_sample():
     windows = {(y, x): padded[:, y : y + 32, x : x + 32] for y in range(9) for x in range(9)}
     offsets = [next(k for k, w in windows.items() if torch.equal(crop, w)) for crop in out]
     assert len(set(offsets)) > 30  # 81 possible offsets, drawn per sample
+
+
+def _torchvision_recipe_outputs(image: torch.Tensor) -> list[torch.Tensor]:
+    """Every output torchvision's RandomCrop(32, padding=4) + RandomHorizontalFlip + ToTensor + Normalize (the
+    pytorch-cifar recipe) can give for one uint8 image: 81 offsets x 2 flips."""
+    padded = F.pad(image, [4], fill=0, padding_mode="constant")
+    outputs = []
+    for y in range(9):
+        for x in range(9):
+            crop = padded[:, y : y + 32, x : x + 32]
+            for flipped in (crop, crop.flip(-1)):
+                outputs.append(F.normalize(flipped.float() / 255, CIFAR10_MEAN, TORCHVISION_RECIPE_STD))
+    return outputs
+
+
+def test_torchvision_preset_gives_what_the_torchvision_recipe_gives_per_sample():
+    torch.manual_seed(0)
+    image = torch.randint(0, 256, (3, 32, 32), dtype=torch.uint8)
+    out = torchvision_cifar_augment()(image.unsqueeze(0).repeat(200, 1, 1, 1))
+    candidates = torch.stack(_torchvision_recipe_outputs(image))
+    matches = [int((candidates - sample).abs().flatten(1).amax(1).argmin()) for sample in out]
+    errors = [float((candidates[m] - s).abs().max()) for m, s in zip(matches, out)]
+    assert max(errors) < 1e-5  # every sample is one of torchvision's outputs, up to float rounding
+    assert len(set(matches)) > 60  # drawn per sample: many of the 162 offsets and flips
+    flipped = sum(m % 2 for m in matches) / len(matches)
+    assert 0.35 < flipped < 0.65
+    assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_crop_and_flip_on_uint8_equal_the_float_path():
+    images = _batch(32)
+    for mode in ("reflect", "constant"):
+        crop = BatchRandomCrop(32, 4, mode)
+        torch.manual_seed(1)
+        on_uint8 = crop(images)
+        torch.manual_seed(1)
+        assert on_uint8.dtype == torch.uint8 and torch.equal(on_uint8.float(), crop(images.float()))
+    padded = BatchRandomCrop(40, 4, "reflect")(images[:1])
+    assert torch.equal(padded.float(), torch.nn.functional.pad(images[:1].float(), [4] * 4, mode="reflect"))
+    torch.manual_seed(2)
+    flipped = BatchHorizontalFlip()(images)
+    assert all(torch.equal(f, i) or torch.equal(f, i.flip(-1)) for f, i in zip(flipped, images))
+    assert 4 < sum(not torch.equal(f, i) for f, i in zip(flipped, images)) < 28
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
+    expected = (images.float() / 255 - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+    assert torch.allclose(NormalizeToFloat(mean, std)(images), expected, atol=1e-5)
+
+
+def test_the_crop_gather_flips_per_sample_when_asked():
+    image = _batch(1)
+    torch.manual_seed(3)
+    out = BatchRandomCrop(32, 4, "constant", flip_p=0.5)(image.repeat(200, 1, 1, 1))
+    padded = F.pad(image[0], [4], fill=0)
+    windows = [padded[:, y : y + 32, x : x + 32] for y in range(9) for x in range(9)]
+    flipped = [next(flip for w in windows for flip in (False, True) if torch.equal(crop, w.flip(-1) if flip else w))
+               for crop in out]  # fmt: skip
+    assert 0.35 < sum(flipped) / len(flipped) < 0.65

@@ -26,7 +26,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 # What a Colab runtime or another Jupyter already runs, and what the base install must never pull in.
 JUPYTER_SERVER = {"jupyterlab", "jupyter-server", "notebook", "nbconvert", "nbclient", "jupyterlab-server",
                   "terminado", "jupyter-lsp", "ipykernel", "nbval", "pytest"}  # fmt: skip
-OPTIONAL_IMPORTS = {"nvidia"}  # DALI: tried inside a function, never required
+OPTIONAL_IMPORTS = {"nvidia", "torchcodec", "ffcv"}  # DALI, torchcodec, FFCV: used where installed, never required
 
 
 def canonical(name: str) -> str:

@@ -55,4 +55,4 @@ def test_no_lesson_is_skipped_and_each_finds_helpers_anywhere(path):
 
 def test_the_series_is_complete():
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(len(NOTEBOOKS))] and len(NOTEBOOKS) == 8
+    assert numbers == [f"{i:02d}" for i in range(len(NOTEBOOKS))] and len(NOTEBOOKS) == 9

@@ -22,10 +22,10 @@ from tqdm.auto import tqdm
 from ..augment import cifar_train_augment
 from ..batch_size import batch_that_fits
 from ..cifar import cifar10_class_names, load_cifar10
+from ..doctor import diagnose_pipeline
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
-from ..doctor import diagnose_pipeline
 from ..loadmeter import cpu_budget, intra_op_threads
 from ..measure import PipelineProbe, count_samples, seconds_per_call, steps_in_budget
 from ..models import ESPCN, build_model, describe_model
@@ -35,9 +35,11 @@ from ..sr_data import LazyCropSRDataset
 from .baselines import (
     InMemoryNaiveSRDataset, NaiveSRDataset, export_image_folder, native_size_transform, seed_post_transform,
 )  # fmt: skip
+from .cifar_peers import CROP_FLIP_RUNG, FFCV_AHEAD, FFCV_MISSING, FFCV_RUNG, crop_flip_build, ffcv_cifar_build
 from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
 from .profiles import Profile, resolve_profile
 from .results import provenance
+from .sr_formats import png_copies
 from .verdicts import busy_summary, by_role, efficiency_cell  # noqa: F401 (by_role: ladders are read by role)
 
 
@@ -397,12 +399,21 @@ class LadderRun:
 
 def measure_sr_ladder(
     paths: list[Path], *, profile: Profile, device: torch.device, scale: int = 4, hr_crop: int | None = None,
-    batch_size: int | None = None,
+    batch_size: int | None = None, peers: bool = False,
 ) -> LadderRun:
-    """02's ladder and `python -m helpers.bench sr`: the SR rungs at the profile's crop and batch, run side by side."""
+    """02's ladder and `python -m helpers.bench sr`: the SR rungs at the profile's crop and batch, run side by side;
+    with `peers` (the bench) also the lazy-crop loader on lossless PNG copies of the same images, the file format's
+    part of its speed."""
     hr_crop, batch_size = hr_crop or profile.sr_crop, batch_size or profile.sr_batch
-    rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=scale, hr_crop=hr_crop,
-                      workers=max(1, min(8, usable_cpu_count())))  # fmt: skip
+    workers = max(1, min(8, usable_cpu_count()))
+    rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=scale, hr_crop=hr_crop, workers=workers)
+    if peers:
+        pngs = png_copies(paths, data_root() / "png-copies" / f"{paths[0].parent.name}-{len(paths)}")
+        png_rung = sr_ladder(pngs, device=device, batch_size=batch_size, scale=scale, hr_crop=hr_crop,
+                             workers=workers)[3]  # fmt: skip
+        png_rung.name = png_rung.name.replace("lazy crop", "lazy crop on PNG copies of the same images")
+        png_rung.role = "lazy crop on PNG"
+        rungs.insert(4, png_rung)
     rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
     label = f"x{scale}, {hr_crop}-px HR crops, batch {batch_size}, {len(paths)} images, ESPCN training step"
     return LadderRun(rows, timing, label, [])
@@ -415,21 +426,42 @@ def cifar_image_folder(images: torch.Tensor, labels: torch.Tensor, source: Any) 
                                dest=data_root() / "imagefolder" / f"{slug}-{len(images)}")  # fmt: skip
 
 
+def _cifar_peers(
+    rungs: list[Rung], images: torch.Tensor, labels: torch.Tensor, *, model: Callable[[], nn.Module],
+    device: torch.device, batch_size: int, slug: str,
+) -> list[str]:
+    """The bench's peers before the ceiling: the shipped crop + flip configuration, and FFCV doing the same work where
+    it is installed; returns the notes to print (why there is no FFCV row)."""
+    rungs.insert(-1, Rung(CROP_FLIP_RUNG, crop_flip_build(images, labels, device=device, batch_size=batch_size), model,
+                          0, classification_train_step, role="crop + flip"))  # fmt: skip
+    ffcv = ffcv_cifar_build(images, labels, dest=data_root() / "ffcv" / f"{slug}.beton", device=device,
+                            batch_size=batch_size, workers=max(1, usable_cpu_count()))  # fmt: skip
+    if ffcv is None:
+        return [f"FFCV: no row ({FFCV_MISSING}; pip install ffcv, with OpenCV and libjpeg-turbo development files)"]
+    rungs.insert(-1, Rung(FFCV_RUNG, ffcv, model, 0, classification_train_step, prefetched=FFCV_AHEAD + 1, role="FFCV"))
+    return []
+
+
 def measure_cifar_ladder(
     images: torch.Tensor, labels: torch.Tensor, *, image_folder: Path, profile: Profile, device: torch.device,
-    batch_size: int | None = None,
+    batch_size: int | None = None, peers: bool = False,
 ) -> LadderRun:
     """04's ladder and `python -m helpers.bench cifar`: the post's 224-px rung at the batch that fits, the same family
-    at 32 px, and the on-device rungs, with the profile's model, run side by side."""
+    at 32 px, and the on-device rungs, with the profile's model, run side by side; with `peers` (the bench) also the
+    shipped crop + flip configuration and FFCV doing the same work where FFCV is installed."""
     batch_size = batch_size or profile.cifar_ladder_batch
     model = functools.partial(build_model, profile.cifar_ladder_model)  # models.py: the one home of the choice
     seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3)
     rungs = cifar_ladder(images, labels, image_folder=image_folder, device=device, batch_size=batch_size,
                          seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()))  # fmt: skip
+    notes = [f"the post's 224-px rung: {why}"]
+    if peers:
+        notes += _cifar_peers(rungs, images, labels, model=model, device=device, batch_size=batch_size,
+                              slug=image_folder.name)  # fmt: skip
     rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
     label = (f"batch {batch_size}, {len(images)} images, "
              f"{describe_model(profile.cifar_ladder_model)} training step")  # fmt: skip
-    return LadderRun(rows, timing, label, [f"the post's 224-px rung: {why}"])
+    return LadderRun(rows, timing, label, notes)
 
 
 # --- the command line: python -m helpers.bench -------------------------------------------------------------------
@@ -439,7 +471,7 @@ def _sr_command(args: argparse.Namespace, profile: Profile, device: torch.device
     source = prepare_bsds300(progress=False)
     paths = bsds300_split(source.root, "train")
     return measure_sr_ladder(paths, profile=profile, device=device, scale=args.scale, hr_crop=args.hr_crop,
-                             batch_size=args.batch_size), source  # fmt: skip
+                             batch_size=args.batch_size, peers=True), source  # fmt: skip
 
 
 def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[LadderRun, Any]:
@@ -449,7 +481,7 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
         images, labels = images[: profile.cifar_images], labels[: profile.cifar_images]
     folder = cifar_image_folder(images, labels, source)
     return measure_cifar_ladder(images, labels, image_folder=folder, profile=profile, device=device,
-                                batch_size=args.batch_size), source  # fmt: skip
+                                batch_size=args.batch_size, peers=True), source  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,19 @@ class CifarTraining:
 
 
 @dataclass(frozen=True)
+class FolderLesson:
+    """07's sizes: the stand-in JPEG folder, the crop the ladder feeds its model, the store and the shards."""
+
+    images_per_class: int  # stand-in JPEGs per class (10 classes)
+    image_size: tuple[int, int]  # their width, height (the issue's "about 500x375" outside smoke runs)
+    crop: int  # RandomResizedCrop output side, pixels (224 outside smoke runs)
+    store_short_side: int  # the pre-resized store's short side, pixels
+    batch: int
+    model: str  # "resnet18" (torchvision's, ImageNet stem) or "small" (a CNN, smoke runs)
+    per_shard: int  # samples per WebDataset shard
+
+
+@dataclass(frozen=True)
 class Profile:
     """The sizes one profile gives every notebook and command. Time budgets are enforced by calibrating on a few
     steps first; nothing here assumes how fast the machine is."""
@@ -53,7 +66,7 @@ class Profile:
     sr_batch: int  # 01, 02, 05: batch of the SR pipeline measurements (ESPCN / SmallEDSR steps)
     sr_crop: int  # ... and their HR crop, pixels (x4: the LR crop is a quarter of it)
     pipeline_blocks: int  # interleaved fed / pre-made block pairs when one loader feeds a model
-    pipeline_budget_s: float  # seconds such a measurement may take (01, 05, 07)
+    pipeline_budget_s: float  # seconds such a measurement may take (01, 05, 08)
     ladder_rounds: int  # 02, 04: rounds in which every rung of a ladder gets one turn
     ladder_turn_s: float  # seconds of one rung's turn
     sweep_batches: int  # 02: batches timed per DataLoader setting and repeat
@@ -66,7 +79,7 @@ class Profile:
     compare_steps: int  # 06: timed steps of the post's pipeline and of the course's (after a warm-up step)
     compare_batch: int  # 06: their batch (the 224-px pipeline takes what fits)
     compare_model: str  # 06: "resnet18", or "small" where even one 224-px ResNet18 step is too long (smoke)
-    gan: tuple[int, int, int, int]  # 07: SmallEDSR features, blocks, HR crop, batch of the GAN measurement
+    gan: tuple[int, int, int, int]  # 08: SmallEDSR features, blocks, HR crop, batch of the GAN measurement
     sr: SRTraining  # 05 and `python -m helpers.train sr`
     cifar: CifarTraining  # 06 and `python -m helpers.train cifar`
     doctor_budget_s: float = 8.0  # 01: seconds of timed blocks per run of the doctor on the notebook's own loop
@@ -76,6 +89,11 @@ class Profile:
     def is_smoke(self) -> bool:
         """True when numbers from this profile are only smoke-test numbers."""
         return self.name == "smoke"
+
+    @property
+    def folders(self) -> FolderLesson:
+        """07's sizes for this profile."""
+        return FOLDER_LESSONS[self.name]
 
     def label(self, text: str, *, data: str | None = None, device: object = None) -> str:
         """`text` with the data it came from and the device it ran on, marked when it is a smoke run."""
@@ -113,6 +131,16 @@ PROFILES: dict[str, Profile] = {
                       budget_s=600, steps=200_000),
         cifar=CifarTraining(images=None, batch=512, learning_rate=0.4, model="resnet18", budget_s=60, steps=20_000),
     ),
+}  # fmt: skip
+
+
+FOLDER_LESSONS: dict[str, FolderLesson] = {
+    "smoke": FolderLesson(images_per_class=3, image_size=(120, 90), crop=48, store_short_side=56, batch=6,
+                          model="small", per_shard=5),
+    "cpu": FolderLesson(images_per_class=100, image_size=(500, 375), crop=224, store_short_side=256, batch=16,
+                        model="resnet18", per_shard=100),
+    "full": FolderLesson(images_per_class=100, image_size=(500, 375), crop=224, store_short_side=256, batch=64,
+                         model="resnet18", per_shard=100),
 }  # fmt: skip
 
 

@@ -536,7 +536,7 @@ def accuracy_verdict(history: Sequence[dict[str, Any]], *, classes: int, data: s
 
 
 def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:
-    """07: per rank and epoch, bytes read (JPEG files against cache crops) and pixels decoded (whole images against
+    """08: per rank and epoch, bytes read (JPEG files against cache crops) and pixels decoded (whole images against
     none), at one rank and at the most ranks; like for like: bytes read against bytes read."""
     one, most = reads[0], reads[-1]
     ratio = most["cache_mib"] / most["jpeg_mib"]
@@ -552,7 +552,7 @@ def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:
 
 
 def gan_verdict(rows: dict[str, Any], *, batch: int) -> str:
-    """07: the GAN step's compute against the generator's alone, and what a second loader cost, each with its range
+    """08: the GAN step's compute against the generator's alone, and what a second loader cost, each with its range
     over interleaved blocks (overlapping ranges named as noise)."""
     (g_name, g), (shared_name, shared), (second_name, second) = rows.items()
     compute = ratio_with_range(shared.compute_ms, shared.compute_ms_range, g.compute_ms, g.compute_ms_range)

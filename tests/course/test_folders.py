@@ -1,0 +1,89 @@
+"""07's course layer: the stand-in JPEG folder (ImageFolder layout, sizes, JPEG quality, written once), rung
+verdicts that say when ranges overlap, the optional peers' reasons, and the bench's crop + flip rung."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from PIL import Image
+from torchvision.datasets import ImageFolder
+
+from helpers.course.cifar_peers import FFCV_MISSING, crop_flip_build, ffcv_cifar_build
+from helpers.course.folders import (
+    FOLDER_MARKER, OnDevice, finish_on_device, optional_rows, rung_verdicts, storage_verdict, write_jpeg_folder_standin,
+)  # fmt: skip
+from helpers.course.profiles import PROFILES
+from helpers.course.sr_formats import MARKER, png_copies, same_pixels
+from helpers.course.standins import CIFAR_STANDIN_CLASSES
+
+
+def test_the_standin_is_an_image_folder_of_photo_sized_jpegs_written_once(tmp_path):
+    root = write_jpeg_folder_standin(tmp_path / "folder", images_per_class=5, image_size=(100, 75))
+    dataset = ImageFolder(str(root))
+    assert sorted(dataset.classes) == sorted(CIFAR_STANDIN_CLASSES) and len(dataset) == 50
+    sizes = set()
+    for path, _ in dataset.samples:
+        with Image.open(path) as image:
+            assert image.format == "JPEG"
+            sizes.add(image.size)
+    assert sizes == {(100, 75), (75, 100)}  # landscape, and every fifth portrait
+    first = [Image.open(p).tobytes() for p, _ in dataset.samples[:5]]
+    assert len(set(first)) == 5  # different cuts, not copies
+    stamp = (root / FOLDER_MARKER).stat().st_mtime_ns
+    write_jpeg_folder_standin(root, images_per_class=5, image_size=(100, 75))
+    assert (root / FOLDER_MARKER).stat().st_mtime_ns == stamp
+
+
+def test_profiles_size_the_lesson_as_the_issue_asks():
+    for name in ("cpu", "full"):
+        sizes = PROFILES[name].folders
+        assert sizes.images_per_class * len(CIFAR_STANDIN_CLASSES) >= 1000 and sizes.image_size == (500, 375)
+        assert sizes.crop == 224
+    assert PROFILES["smoke"].folders.images_per_class * 10 <= 50
+
+
+def _row(name: str, rate: float, low: float, high: float) -> dict:
+    return {"name": name, "samples_per_s": rate, "samples_per_s_range": (low, high), "fed_samples_per_s": rate / 2,
+            "pipeline_efficiency": 0.5, "efficiency_range": (0.4, 0.6), "doctor": "INPUT-BOUND: ..."}  # fmt: skip
+
+
+def test_verdicts_say_when_ranges_overlap():
+    rows = [_row("the post", 100, 90, 110), _row("reduced", 105, 95, 115), _row("pre-resized", 400, 380, 420),
+            _row("whole", 300, 280, 320), _row("WebDataset", 390, 370, 410)]  # fmt: skip
+    lines = rung_verdicts(rows)
+    assert "1.00x the post's" in lines[0] and "not told apart" in lines[1] and "4.00x the post's" in lines[2]
+    assert "not told apart" in storage_verdict(rows) and "store and shards" in storage_verdict(rows)
+    rows[4] = _row("WebDataset", 200, 190, 210)
+    assert "store is fastest here, 2.00x shards" in storage_verdict(rows)
+
+
+def test_optional_peers_say_why_they_have_no_row():
+    for name, why in optional_rows():
+        assert name in {"NVIDIA DALI", "FFCV"} and why.startswith("not installed")
+    if FFCV_MISSING is not None:
+        images = torch.zeros(4, 3, 32, 32, dtype=torch.uint8)
+        assert ffcv_cifar_build(images, torch.zeros(4, dtype=torch.long), dest=None, device=torch.device("cpu"),
+                                batch_size=2, workers=1) is None  # fmt: skip
+
+
+def test_the_bench_crop_flip_rung_and_the_device_finish():
+    images = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8)
+    loader = crop_flip_build(images, torch.arange(8), device=torch.device("cpu"), batch_size=4)()
+    batch, labels = next(iter(loader))
+    assert batch.dtype == torch.float32 and batch.shape == (4, 3, 32, 32) and len(labels) == 4
+    finished = OnDevice([(images, torch.arange(8))], finish_on_device(), torch.device("cpu"))
+    out, _ = next(iter(finished))
+    assert out.is_contiguous(memory_format=torch.channels_last) and out.dtype == torch.float32
+
+
+def test_png_copies_hold_the_same_pixels_and_are_written_once(tmp_path):
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"photo{i}.jpg"
+        Image.fromarray(np.random.default_rng(i).integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(path)
+        paths.append(path)
+    copies = png_copies(paths, tmp_path / "png")
+    assert [Image.open(c).format for c in copies] == ["PNG"] * 3
+    assert all(same_pixels(p, c) for p, c in zip(paths, copies))
+    stamp = (tmp_path / "png" / MARKER).stat().st_mtime_ns
+    assert png_copies(paths, tmp_path / "png") == copies and (tmp_path / "png" / MARKER).stat().st_mtime_ns == stamp

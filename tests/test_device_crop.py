@@ -1,0 +1,100 @@
+"""The device-side RandomResizedCrop batch: boxes drawn per sample as torchvision draws them (inside each image's own
+size, never in the padding), each box cut from the right place, resized like torchvision's antialiased
+resized_crop within a stated tolerance, different per sample and reproducible under a generator; the whole
+augmentation's output normalised in channels_last; CPU JPEG decoding gives PIL's pixels."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import torch
+from PIL import Image
+from torchvision.transforms import RandomResizedCrop
+from torchvision.transforms.v2 import functional as F
+
+from helpers.device_crop import (
+    BatchRandomResizedCrop, crop_boxes, decode_jpegs, device_train_augment, pad_to_batch, random_resized_boxes,
+)  # fmt: skip
+
+# Mean absolute difference allowed against torchvision's antialiased bilinear resized_crop, for images in [0, 1]:
+# roi_align averages a grid of bilinear samples, torchvision applies a triangle filter (and, enlarging a box,
+# repeats its edge pixel where roi_align reads half a pixel beyond it).
+TOLERANCE = 0.02
+
+
+def _smooth(count: int, height: int, width: int, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    coarse = torch.rand(count, 3, height // 8, width // 8, generator=generator)
+    return torch.nn.functional.interpolate(coarse, size=(height, width), mode="bicubic", align_corners=False).clamp(0, 1)
+
+
+def test_boxes_follow_torchvisions_distribution_inside_each_image():
+    heights, widths = torch.tensor([375, 500] * 2000), torch.tensor([500, 375] * 2000)
+    boxes = random_resized_boxes(heights, widths, generator=torch.Generator().manual_seed(0)).double()
+    w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+    assert bool((boxes[:, :2] >= 0).all() and (boxes[:, 2] <= widths).all() and (boxes[:, 3] <= heights).all())
+    assert torch.equal(boxes, boxes.round())
+    fraction = (w * h / (heights * widths)).numpy()
+    torch.manual_seed(0)
+    reference = []
+    for _ in range(2000):
+        _, _, th, tw = RandomResizedCrop.get_params(torch.empty(1).expand(3, 375, 500), [0.08, 1.0], [3 / 4, 4 / 3])
+        reference.append(th * tw / (375 * 500))
+    assert abs(fraction.mean() - np.mean(reference)) < 0.03 and abs(np.median(fraction) - np.median(reference)) < 0.04
+    centre_x = ((boxes[:, 0] + boxes[:, 2]) / 2 / widths).numpy()
+    assert 0.45 < centre_x.mean() < 0.55  # offsets spread over the image, not stuck at a corner
+
+
+def test_impossible_scales_fall_back_to_torchvisions_centre_crop():
+    boxes = random_resized_boxes(torch.tensor([100]), torch.tensor([300]), scale=(2.0, 3.0))
+    assert boxes.tolist() == [[83.0, 0.0, 216.0, 100.0]]  # ratio clamped to 4/3: 133 x 100, centred (floor)
+
+
+def test_each_box_is_cut_from_its_place_and_resized_like_torchvision():
+    images = _smooth(6, 96, 128)
+    boxes = torch.tensor([[0, 0, 128, 96], [10, 20, 74, 84], [64, 0, 128, 48], [5, 7, 37, 93], [0, 48, 50, 96],
+                          [30, 30, 52, 50]], dtype=torch.float32)  # fmt: skip
+    out = crop_boxes(images, boxes, 32)
+    for image, box, got in zip(images, boxes.int().tolist(), out):
+        left, top, right, bottom = box
+        expected = F.resized_crop(image, top, left, bottom - top, right - left, [32, 32], antialias=True)
+        assert float((got - expected).abs().mean()) < TOLERANCE, box
+    ramp = torch.arange(128, dtype=torch.float32).add(0.5).expand(1, 3, 96, 128)
+    cut = crop_boxes(ramp, torch.tensor([[40.0, 10.0, 104.0, 74.0]]), 16)
+    assert abs(float(cut.mean()) - 72.0) < 1e-3  # the box's centre column: aligned, no half-pixel shift
+
+
+def test_images_of_different_sizes_are_cropped_inside_their_own_pixels():
+    images = [torch.full((3, h, w), 200, dtype=torch.uint8) for h, w in [(40, 60), (90, 30), (64, 64)]]
+    batch, heights, widths = pad_to_batch(images)
+    assert batch.shape == (3, 3, 90, 64) and heights.tolist() == [40, 90, 64] and widths.tolist() == [60, 30, 64]
+    out = BatchRandomResizedCrop(24, generator=torch.Generator().manual_seed(0))(images * 30)
+    assert out.shape == (90, 3, 24, 24) and torch.allclose(out, torch.full_like(out, 200 / 255))  # no padding leaked
+
+
+def test_draws_differ_per_sample_and_repeat_under_a_generator():
+    image = _smooth(1, 64, 80).expand(64, -1, -1, -1)
+    first = BatchRandomResizedCrop(16, generator=torch.Generator().manual_seed(3))(image)
+    again = BatchRandomResizedCrop(16, generator=torch.Generator().manual_seed(3))(image)
+    assert torch.equal(first, again)
+    assert len({crop.numpy().round(4).tobytes() for crop in first}) > 60
+
+
+def test_the_augmentation_normalises_into_channels_last():
+    images = [(_smooth(1, 60, 80, seed) * 255).to(torch.uint8)[0] for seed in range(4)]
+    torch.manual_seed(0)
+    out = device_train_augment(32)(images)
+    assert out.shape == (4, 3, 32, 32) and out.is_contiguous(memory_format=torch.channels_last)
+    assert bool(torch.isfinite(out).all()) and -3 < float(out.mean()) < 3
+
+
+def test_cpu_decoding_gives_pils_pixels():
+    pixels = (np.random.default_rng(0).random((48, 64, 3)) * 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="JPEG", quality=90)
+    data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+    (decoded,) = decode_jpegs([data])
+    with Image.open(io.BytesIO(buffer.getvalue())) as image:
+        reference = torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1)
+    assert decoded.shape == (3, 48, 64) and float((decoded.float() - reference.float()).abs().mean()) < 1.0
