@@ -8,7 +8,8 @@ which aliases at the 2-4x reductions a 224-px crop of a photograph needs. `roi_a
 averages every source pixel under an output pixel (an area filter) for all boxes in one kernel. Flip, jitter and
 Normalize are kornia's.
 
-Copy with: images.py (the uint8 to float conversion). Third-party: kornia; torchcodec optional.
+Copy with: images.py (the uint8 to float conversion).
+Needs: kornia, numpy, pillow, torch, torchvision; optional: torchcodec (batched decoding where installed).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ box onto the reduced image and resize it to the output size. A 500x375 photograp
 or less of the pixels; a box that needs every pixel decodes at full size, exactly as PIL does.
 
 Copy with: images.py (the RGB conversion and the error that names a bad file).
+Needs: numpy, pillow, torch, torchvision.
 """
 
 from __future__ import annotations

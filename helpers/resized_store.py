@@ -3,7 +3,9 @@ kept as raw RGB bytes in one memory-mapped file with an index (offset, height, w
 slice of the page cache: no decoding, and every process on a machine (DataLoader workers, ranks) shares the same
 pages. Built once however many processes ask (atomic.py's build_once), then RandomResizedCrop reads from it.
 
-Copy with: atomic.py (the safe build-once), images.py (decoding that names a bad file), jpeg_crop.py (the crop box).
+Copy with: atomic.py with safe_open.py (the safe build-once), images.py (decoding that names a bad file), jpeg_crop.py
+(the crop box).
+Needs: numpy, pillow, torch, torchvision.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class ResizedStore:
         self.path = Path(path)
         try:
             self.meta = json.loads((self.path / META).read_text(encoding="utf-8"))
-            self.index = np.load(self.path / INDEX)
+            self.index = np.load(self.path / INDEX, allow_pickle=False)
         except (OSError, ValueError) as error:
             raise FileNotFoundError(
                 f"{self.path}: not a complete resized store ({error}); build it with build_resized_store"

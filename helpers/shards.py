@@ -4,7 +4,8 @@ own share of the rank's shards, and samples are shuffled in a buffer. Files go i
 JPEG bytes, not decoded pixels), so a shard is as small as the folder and streams from a network store in large
 sequential reads instead of one small read per image.
 
-Copy with: atomic.py (the shards are published complete, once). Third-party: webdataset.
+Copy with: atomic.py with safe_open.py (the shards are published complete, once).
+Needs: webdataset.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 # What a Colab runtime or another Jupyter already runs, and what the base install must never pull in.
 JUPYTER_SERVER = {"jupyterlab", "jupyter-server", "notebook", "nbconvert", "nbclient", "jupyterlab-server",
                   "terminado", "jupyter-lsp", "ipykernel", "nbval", "pytest"}  # fmt: skip
-OPTIONAL_IMPORTS = {"nvidia", "torchcodec", "ffcv"}  # DALI, torchcodec, FFCV: used where installed, never required
+OPTIONAL_IMPORTS = {"nvidia", "torchcodec", "ffcv", "pynvml", "cv2"}  # DALI, torchcodec, FFCV, NVML, OpenCV: used
+# where installed, never required
 
 
 def canonical(name: str) -> str:
@@ -93,7 +94,7 @@ def distributions_of(modules: set[str]) -> set[str]:
     return {canonical(d) for m in modules for d in owners[m]}
 
 
-LIBRARY = {"torch", "torchvision", "numpy", "pillow"}
+LIBRARY = {"torch", "torchvision", "numpy", "pillow", "psutil"}
 COURSE_ONLY = {"matplotlib", "scikit-image", "ipywidgets", "ipython"}  # plotting, stand-in photographs, widgets
 
 
@@ -104,15 +105,16 @@ def _library_sources() -> list[str]:
 def test_the_layers_are_there():
     extras = PROJECT["optional-dependencies"]
     assert names(PROJECT["dependencies"]) == LIBRARY  # `pip install .`: the library and nothing of the course
-    assert names(extras["library"]) == {"kornia", "tqdm"}
+    assert names(extras["library"]) == {"kornia", "tqdm", "webdataset"}
     assert names(extras["library"]) | COURSE_ONLY == names(extras["course"])
-    assert names(extras["jupyter"]) == {"jupyterlab", "ipykernel", "nbclient", "nbconvert", "nbformat"}
+    assert names(extras["jupyter"]) == {"jupyterlab", "ipykernel", "nbclient", "nbconvert", "nbformat", "mistune",
+                                        "opencv-python-headless"}  # fmt: skip
     assert {"pytest", "nbval"} <= names(extras["test"]) and names(extras["browser"]) == {"playwright"}
 
 
 def test_the_base_install_brings_only_the_library():
     pulled = closure(PROJECT["dependencies"])
-    assert not pulled & (COURSE_ONLY | JUPYTER_SERVER | {"kornia", "tqdm"}), sorted(pulled & COURSE_ONLY)
+    assert not pulled & (COURSE_ONLY | JUPYTER_SERVER | {"kornia", "tqdm", "webdataset"}), sorted(pulled & COURSE_ONLY)
 
 
 def test_what_the_library_imports_anywhere_is_in_the_library_extra():

@@ -4,7 +4,9 @@ stand-ins (COURSE_OFFLINE), and the BSDS300 layout."""
 from __future__ import annotations
 
 import os
+import time
 import urllib.error
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +90,44 @@ def offline_requested() -> bool:
 def _network_failure(error: Exception) -> bool:
     """True for failures that mean 'no network' (fall back to the stand-in), not 'wrong data' (stop)."""
     return isinstance(error, (urllib.error.URLError, IncompleteDownloadError, TimeoutError, ConnectionError))
+
+
+UNREACHABLE_S = 3600  # after a failed download, later notebooks say so in one line instead of trying again for this long
+
+
+def _brief(error: Exception) -> str:
+    """The failure in a few words: a URLError's reason without its wrapping, other errors' first line."""
+    reason = getattr(error, "reason", None)
+    text = str(reason.strerror if isinstance(reason, OSError) and reason.strerror else reason or error)
+    return text.splitlines()[0][:120] if text else type(error).__name__
+
+
+def _unreachable_marker(standin: Path) -> Path:
+    return standin.parent / f"{standin.name}.unreachable"
+
+
+def _recent_failure(standin: Path, url: str) -> str | None:
+    """The note an earlier failed download of `url` left, if it is recent: later notebooks repeat it briefly."""
+    marker = _unreachable_marker(standin)
+    try:
+        age = time.time() - marker.stat().st_mtime
+        tried, _, text = marker.read_text(encoding="utf-8").strip().partition("\n")
+    except OSError:
+        return None
+    if tried != url or age >= UNREACHABLE_S:
+        return None
+    return f"{text}, {age / 60:.0f} min ago; not retried for an hour (delete {marker} to retry now)"
+
+
+def _fell_back(url: str, standin: Path, error: Exception) -> str:
+    """Remember a failed download for the notebooks that follow, and say it in one short line."""
+    text = f"no download: {urllib.parse.urlsplit(url).netloc} could not be reached ({_brief(error)})"
+    try:
+        make_dirs(standin.parent)
+        _unreachable_marker(standin).write_text(f"{url}\n{text}\n", encoding="utf-8")
+    except OSError:
+        pass  # the note is a courtesy: without it the next notebook simply tries again
+    return text
 
 
 # --- BSDS300 -----------------------------------------------------------------------------------------------------
@@ -180,6 +220,8 @@ def prepare_bsds300(
         return DataSource("BSDS300", real, False, f"already prepared at {real}")
     if offline:
         return _standin("BSDS300", standin, write_sr_standin, f"{OFFLINE_ENV_VAR}=1")
+    if (earlier := _recent_failure(standin, url)) is not None:
+        return _standin("BSDS300", standin, write_sr_standin, earlier)
     try:
         archive = download(url, root / "BSDS300-images.tgz", sha256=sha256, kind="gzip", progress=progress)
     except ChecksumMismatchError as error:
@@ -188,7 +230,7 @@ def prepare_bsds300(
     except Exception as error:  # noqa: BLE001 (only network failures fall back; the rest re-raise)
         if not _network_failure(error):
             raise
-        return _standin("BSDS300", standin, write_sr_standin, f"download of {url} failed ({error})")
+        return _standin("BSDS300", standin, write_sr_standin, _fell_back(url, standin, error))
     verify = _checked_extraction(archive, lambda folder: check_bsds300_layout(folder, BSDS300_COUNTS))
     extract_into(archive, root, "BSDS300", verify=verify, limits=BSDS300_LIMITS)  # one process extracts, once
     return DataSource("BSDS300", real, False, f"downloaded from {url}, SHA-256 verified, 200/100 split checked")
@@ -221,6 +263,8 @@ def prepare_cifar10(
         return DataSource("CIFAR-10", root / CIFAR10_FOLDER, False, f"already prepared at {root / CIFAR10_FOLDER}")
     if offline:
         return _standin("CIFAR-10", standin, write_cifar10_standin, f"{OFFLINE_ENV_VAR}=1")
+    if (earlier := _recent_failure(standin, url)) is not None:
+        return _standin("CIFAR-10", standin, write_cifar10_standin, earlier)
     try:
         size = CIFAR10_BYTES if url == CIFAR10_URL else None
         archive = download(url, root / "cifar-10-binary.tar.gz", md5=md5, kind="gzip", size=size, progress=progress)
@@ -229,7 +273,7 @@ def prepare_cifar10(
     except Exception as error:  # noqa: BLE001 (only network failures fall back; the rest re-raise)
         if not _network_failure(error):
             raise
-        return _standin("CIFAR-10", standin, write_cifar10_standin, f"download of {url} failed ({error})")
+        return _standin("CIFAR-10", standin, write_cifar10_standin, _fell_back(url, standin, error))
     verify = _checked_extraction(archive, check_cifar10_folder)
     folder = extract_into(archive, root, CIFAR10_FOLDER, verify=verify, limits=CIFAR10_LIMITS)
     return DataSource("CIFAR-10", folder, False, f"downloaded from {url} (binary version), MD5 verified")

@@ -32,7 +32,8 @@ from ..models import SmallConvNet
 from ..resized_store import ResizedStore, StoreCropDataset
 from ..shards import sample_label, shard_dataset
 from .data import data_root
-from .ladders import Rung, classification_train_step
+from .ladders import LadderRun, Rung, classification_train_step, run_ladder
+from .profiles import Profile
 from .standins import CIFAR_STANDIN_CLASSES, skimage_photo
 
 FOLDER_MARKER = "STANDIN.txt"
@@ -218,6 +219,18 @@ def folder_ladder(
         Rung(f"WebDataset shards ({len(shards)}), reduced-size decoding in {workers} workers; jitter on the device",
              sharded, model, workers, classification_train_step, prefetched=ahead),
     ]  # fmt: skip
+
+
+def measure_folder_ladder(
+    folder: Path, store: ResizedStore, shards: list[Path], *, profile: Profile, device: torch.device, size: int,
+    batch: int, workers: int, model_name: str,
+) -> LadderRun:
+    """07's ladder, built and run side by side in interleaved rounds (the one path for the notebook and any script)."""
+    rungs = folder_ladder(folder, store, shards, device=device, size=size, batch=batch, workers=workers,
+                          model=classifier(model_name))  # fmt: skip
+    rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
+    described = "ResNet18 (torchvision, ImageNet stem)" if model_name == "resnet18" else "small CNN (width 16)"
+    return LadderRun(rows, timing, f"JPEG folder ladder, {size}-px crops, batch {batch}, {described} step", [])
 
 
 def optional_rows() -> list[tuple[str, str]]:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import mistune
 import nbformat
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
@@ -324,6 +325,14 @@ def provenance_line(runs: list[NotebookRun], commit: dict[str, Any]) -> str:
                     f"notebook" + (f" (busy during {', '.join(busy)}: their numbers include that load)" if busy else ""))
 
 
+_MARKDOWN = mistune.create_markdown(escape=True, plugins=["table"])
+
+
+def _markdown_html(text: str) -> str:
+    """A recorded result (a markdown table under its bold title, or a verdict's text) as HTML, its text escaped."""
+    return str(_MARKDOWN(text))
+
+
 def _html_link(name: str, link: str) -> str:
     return f"<a href='{html.escape(link)}'>{html.escape(name)}</a>" if link else html.escape(name)
 
@@ -382,7 +391,7 @@ def write_report(
         "<th>other processes' CPU</th></tr>"
         + table
         + "</table>"
-        + "".join(f"<h2>{esc(b['title'])}</h2><pre>{esc(b['text'])}</pre>" for b in results or [])
+        + "".join(f"<h2>{esc(b['title'])}</h2>{_markdown_html(b['text'])}" for b in results or [])
     )
     index = out_dir / "index.html"
     index.write_text(page, encoding="utf-8")

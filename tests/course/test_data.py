@@ -167,3 +167,22 @@ def test_the_real_cifar10_download_passes_its_exact_size(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "download", fake_download)
     assert prepare_cifar10(tmp_path, offline=False, progress=False).is_standin
     assert asked["size"] == data.CIFAR10_BYTES == 170_052_171
+
+
+def test_a_failed_download_is_said_once_briefly_and_not_retried_by_the_next_notebook(tmp_path, monkeypatch):
+    """No network: the first call says so in a few words (not urlopen's whole error) and leaves a note; the next
+    call, as the next notebook would make it, falls back without trying again and says when it was tried."""
+    import socket
+
+    with socket.socket() as closed:  # a port nobody listens on: the connection is refused at once
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/BSDS300-images.tgz"
+    first = prepare_bsds300(tmp_path, offline=False, url=url, progress=False)
+    assert first.is_standin and "no download: 127.0.0.1:" in first.note and "Connection refused" in first.note
+    assert "urlopen error" not in first.note and len(first.note) < 250
+    monkeypatch.setattr(data, "download", lambda *a, **k: (_ for _ in ()).throw(AssertionError("tried again")))
+    again = prepare_bsds300(tmp_path, offline=False, url=url, progress=False)
+    assert again.is_standin and "0 min ago; not retried for an hour" in again.note
+    other = url.replace("BSDS300-images", "other")  # another URL is tried: the note is about one download
+    with pytest.raises(AssertionError, match="tried again"):
+        prepare_bsds300(tmp_path, offline=False, url=other, progress=False)

@@ -226,3 +226,12 @@ def test_the_summary_says_which_notebooks_ran_on_a_busy_machine():
     assert "up to 0.8 of 2 cores" in line and "busy during 02_b" in line and "01_a" not in line
     assert provenance_line(runs[:1], {"commit": None, "dirty": None}).startswith("not a git checkout")
     assert "busy during" not in provenance_line(runs[:1], {"commit": None, "dirty": None})
+
+
+def test_index_renders_recorded_tables_as_html_and_escapes_their_text():
+    from helpers.course.report import _markdown_html
+
+    page = _markdown_html("**ladder [device: cpu]**\n\n| rung | samples/s |\n|---|---:|\n| <script>x</script> | 42 |")
+    assert "<table>" in page and "<strong>ladder [device: cpu]</strong>" in page and "<pre>" not in page
+    assert '<td style="text-align:right">42</td>' in page
+    assert "<script>" not in page and "&lt;script&gt;" in page
