@@ -180,11 +180,13 @@ def test_pause_stops_the_workers_and_the_next_draw_restarts_them():
     from helpers.measure import PipelineProbe
 
     data = TensorDataset(torch.zeros(64, 3), torch.zeros(64, 1))
+    earlier = {c.pid for c in psutil.Process().children(recursive=True)}  # left by other tests: not this probe's
     loader = DataLoader(data, batch_size=4, num_workers=1, persistent_workers=True)
     probe = PipelineProbe(loader, _step(), torch.device("cpu"), premade=1, warmup=1)
 
     def workers():
-        return [c for c in psutil.Process().children() if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        return [c for c in psutil.Process().children() if c.pid not in earlier and c.is_running()
+                and c.status() != psutil.STATUS_ZOMBIE]  # fmt: skip
 
     assert len(workers()) == 1
     probe.pause()
@@ -199,13 +201,15 @@ def test_pipelines_side_by_side_keep_only_the_current_pipelines_workers_alive():
     from torch.utils.data import DataLoader, TensorDataset
 
     seen = []
+    earlier = {c.pid for c in psutil.Process().children(recursive=True)}  # left by other tests: not these loaders'
 
     def loader():
         return DataLoader(TensorDataset(torch.zeros(64, 3), torch.zeros(64, 1)), batch_size=4, num_workers=1,
                           persistent_workers=True)  # fmt: skip
 
     def step(batch):
-        seen.append(len([c for c in psutil.Process().children() if c.status() != psutil.STATUS_ZOMBIE]))
+        alive = [c for c in psutil.Process().children() if c.pid not in earlier and c.status() != psutil.STATUS_ZOMBIE]
+        seen.append(len(alive))
 
     measure_pipelines({"a": (loader(), step), "b": (loader(), step)}, torch.device("cpu"), budget_s=0.2, blocks=2)
     assert max(seen) == 1  # warm-up, calibration and blocks: one pipeline's worker, never both

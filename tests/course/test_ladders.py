@@ -59,6 +59,9 @@ def test_jpeg_decode_benchmark_measures_cpu_decoders_and_explains_skips(tmp_path
     assert skipped and all(r["note"].startswith("skipped:") for r in skipped)
 
 
+EARLIER: set[int] = set()  # child processes that other tests left: not a rung's workers
+
+
 def _worker_rung(name, seen):
     import psutil
     from torch import nn
@@ -72,7 +75,8 @@ def _worker_rung(name, seen):
 
     def make_step(model):
         def step(batch):
-            alive = [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
+            alive = [c for c in psutil.Process().children(recursive=True)
+                     if c.pid not in EARLIER and c.status() != psutil.STATUS_ZOMBIE]  # fmt: skip
             seen.append((name, len(alive), torch.get_num_threads()))
             model(batch[0]).sum().backward()
 
@@ -88,6 +92,8 @@ def test_only_the_rung_whose_turn_it_is_has_live_workers_and_threads_are_restore
     from helpers.env import usable_cpu_count
 
     seen, before = [], torch.get_num_threads()
+    EARLIER.clear()
+    EARLIER.update(c.pid for c in psutil.Process().children(recursive=True))  # left by other tests: not the rungs'
     rows, timing = run_ladder([_worker_rung("a", seen), _worker_rung("b", seen)], device=torch.device("cpu"),
                               rounds=3, turn_s=0.05)  # fmt: skip
     assert torch.get_num_threads() == before  # restored after the ladder
@@ -95,7 +101,8 @@ def test_only_the_rung_whose_turn_it_is_has_live_workers_and_threads_are_restore
     assert max(alive for _, alive, _ in seen) == 1  # its own worker, never the other rung's as well
     assert {threads for _, _, threads in seen} == {max(1, usable_cpu_count() - 1)}  # the workers' core left to them
     assert "CPU budget on" in timing and "'a' 1 worker + " in timing
-    assert [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE] == []
+    assert [c for c in psutil.Process().children(recursive=True)
+            if c.pid not in EARLIER and c.status() != psutil.STATUS_ZOMBIE] == []  # fmt: skip
     assert [r["role"] for r in rows] == ["a", "b"] and all(r["load"]["cores"] >= 1 for r in rows)
 
 
