@@ -226,7 +226,8 @@ def test_rank_seeds_give_each_rank_its_own_stream_in_every_library():
     draws = []
     for rank in range(4):
         generator = seed_everything(rank_seed(7, rank))
-        draws.append((float(torch.rand(())), float(np.random.rand()), random.random(), float(torch.rand((), generator=generator))))
+        own = float(torch.rand((), generator=generator))
+        draws.append((float(torch.rand(())), float(np.random.rand()), random.random(), own))
         if torch.cuda.is_available():
             draws[-1] += (float(torch.rand((), device="cuda")),)
     for position in range(len(draws[0])):

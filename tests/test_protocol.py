@@ -81,7 +81,7 @@ def test_the_bicubic_baseline_is_matlabs_computed_directly(noise_images):
     assert result["per_image_bicubic_psnr_y"] == pytest.approx(direct, abs=1e-9)
     assert result["bicubic_psnr_y"] == pytest.approx(float(np.mean(direct)), abs=1e-9)
     # the trap lesson 05 teaches is visible on these images: torch's bicubic scores differently
-    assert min(abs(a - b) for a, b in zip(direct, torch_bicubic)) > 1e-3
+    assert min(abs(a - b) for a, b in zip(direct, torch_bicubic, strict=True)) > 1e-3
     model = [float(psnr_y(_Nearest(scale)(lr[None]).clamp(0, 1), hr[None], scale)) for lr, hr in dataset]
     assert result["psnr_gain_db"] == pytest.approx(float(np.mean(model)) - float(np.mean(direct)), abs=1e-9)
 
