@@ -10,6 +10,7 @@ import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from helpers.metrics import bicubic_upscale, psnr_y, quantize, rgb_to_y, ssim_y, top1_accuracy
+from helpers.resize import upscale
 
 
 def _y_by_formula(image: np.ndarray) -> np.ndarray:
@@ -77,8 +78,16 @@ def test_border_is_cropped():
     assert not math.isinf(psnr_y(sr, hr, 2).item())
 
 
-def test_bicubic_baseline_and_accuracy():
-    lr = torch.rand(2, 3, 8, 8)
-    assert bicubic_upscale(lr, 4).shape == (2, 3, 32, 32)
+def test_the_bicubic_baseline_is_matlabs_upscale_clamped():
+    lr = torch.zeros(2, 3, 8, 8)
+    lr[..., ::2, ::2] = 1.0  # a checkerboard: bicubic overshoots past 0 and 1 between its squares
+    raw, baseline = upscale(lr, 4), bicubic_upscale(lr, 4)
+    assert baseline.shape == (2, 3, 32, 32) and raw.min() < 0 and raw.max() > 1
+    assert torch.equal(baseline, raw.clamp(0, 1))
+    flat = torch.full((1, 3, 6, 6), 0.3)
+    torch.testing.assert_close(bicubic_upscale(flat, 3), torch.full((1, 3, 18, 18), 0.3))  # weights sum to 1
+
+
+def test_top1_accuracy():
     logits = torch.tensor([[2.0, 1.0], [0.0, 3.0], [5.0, 1.0]])
     assert top1_accuracy(logits, torch.tensor([0, 1, 1])) == pytest.approx(2 / 3)
