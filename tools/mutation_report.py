@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,8 +58,18 @@ def parse_results(work: Path) -> Results:
     return results
 
 
-def write_report(path: Path, results: Results, *, work: Path, scope: str, seconds: float, cut_off: bool) -> None:
-    """Write the Markdown report: scope, duration, score, then each survivor's diff."""
+def write_report(
+    path: Path,
+    results: Results,
+    *,
+    work: Path,
+    scope: str,
+    seconds: float,
+    cut_off: bool,
+    diff: Callable[[str], str] | None = None,
+) -> None:
+    """Write the Markdown report: scope, duration, score, then each survivor's diff (`mutmut show` by default)."""
+    diff = diff or (lambda name: _mutmut(work, "show", name))
     lines = [
         "# Mutation testing report",
         "",
@@ -73,7 +84,6 @@ def write_report(path: Path, results: Results, *, work: Path, scope: str, second
         "",
     ]
     for name in results.survivors():
-        diff = _mutmut(work, "show", name).strip()
-        lines += [f"### {name}", "", "```diff", diff, "```", ""]
+        lines += [f"### {name}", "", "```diff", diff(name).strip(), "```", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
