@@ -4,6 +4,7 @@ seed differs from every other rank's."""
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import numpy as np
 import torch
@@ -36,5 +37,5 @@ def test_a_seed_past_32_bits_seeds_numpy_modulo_2_to_the_32():
 def test_rank_seeds_are_distinct_and_a_stride_apart():
     seeds = [rank_seed(3, rank) for rank in range(8)]
     assert len(set(seeds)) == 8 and seeds[0] == 3
-    assert [b - a for a, b in zip(seeds, seeds[1:])] == [RANK_SEED_STRIDE] * 7
+    assert [b - a for a, b in pairwise(seeds)] == [RANK_SEED_STRIDE] * 7
     assert rank_seed(4, 0) != rank_seed(3, 1)  # neighbouring seeds do not collide with the next rank
