@@ -91,3 +91,16 @@ def test_the_bicubic_baseline_is_matlabs_upscale_clamped():
 def test_top1_accuracy():
     logits = torch.tensor([[2.0, 1.0], [0.0, 3.0], [5.0, 1.0]])
     assert top1_accuracy(logits, torch.tensor([0, 1, 1])) == pytest.approx(2 / 3)
+
+
+def test_ssim_matches_scikit_image_where_the_luminance_term_decides():
+    # a dark result against a brighter truth: the means differ, so the constant c1 = (0.01 * 255)**2 shows
+    rng = np.random.default_rng(1)
+    hr = np.clip(60 + rng.normal(0, 20, (1, 3, 32, 32)).round(), 0, 255)
+    sr = np.clip(hr * 0.3, 0, 255).round()
+    sr_t, hr_t = torch.from_numpy(sr / 255).float(), torch.from_numpy(hr / 255).float()
+    y_sr = _y_by_formula(sr_t[0].permute(1, 2, 0).double().numpy())[2:-2, 2:-2]
+    y_hr = _y_by_formula(hr_t[0].permute(1, 2, 0).double().numpy())[2:-2, 2:-2]
+    reference = structural_similarity(y_hr, y_sr, data_range=255, gaussian_weights=True, sigma=1.5,
+                                      use_sample_covariance=False)  # fmt: skip
+    assert ssim_y(sr_t, hr_t, 2).item() == pytest.approx(reference, abs=1e-6)
