@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -104,3 +105,28 @@ def test_ssim_matches_scikit_image_where_the_luminance_term_decides():
     reference = structural_similarity(y_hr, y_sr, data_range=255, gaussian_weights=True, sigma=1.5,
                                       use_sample_covariance=False)  # fmt: skip
     assert ssim_y(sr_t, hr_t, 2).item() == pytest.approx(reference, abs=1e-6)
+
+
+def test_a_scale_of_1_crops_one_pixel_and_0_crops_none():
+    hr = torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    sr = hr.clone()
+    sr[..., 0, :] = 1 - sr[..., 0, :]  # damage only the outermost row
+    assert math.isinf(psnr_y(sr, hr, 1).item())
+    assert math.isfinite(psnr_y(sr, hr, 0).item())  # nothing cropped: the damage counts (and no empty image)
+    assert math.isfinite(psnr_y(hr.flip(-1), hr, 0).item())
+
+
+def test_quantize_clamps_to_the_8_bit_range():
+    values = torch.tensor([-0.5, 0.0, 0.4 / 255, 0.6 / 255, 1.0, 1.7])
+    assert torch.equal(quantize(values), torch.tensor([0.0, 0.0, 0.0, 1 / 255, 1.0, 1.0]))
+
+
+@pytest.mark.parametrize("shape", [(3, 8, 8), (1, 4, 8, 8), (1, 1, 8, 8)])
+def test_anything_but_an_rgb_batch_is_refused_with_its_shape(shape):
+    with pytest.raises(ValueError, match=r"expected an \(N, 3, H, W\) RGB batch, got shape " + re.escape(str(shape))):
+        rgb_to_y(torch.zeros(shape))
+
+
+def test_sr_and_hr_of_different_shapes_are_refused_with_both_shapes():
+    with pytest.raises(ValueError, match=re.escape("(1, 3, 8, 8) vs (1, 3, 8, 9)")):
+        psnr_y(torch.zeros(1, 3, 8, 8), torch.zeros(1, 3, 8, 9), 2)
