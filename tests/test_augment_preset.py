@@ -23,6 +23,10 @@ def test_the_preset_holds_every_op_in_order_with_the_standard_cifar_crop():
     assert kinds == wanted
     crop = _ops(augment)[BatchRandomCrop]
     assert (crop.size, crop.padding) == (32, 4)
+    jitter, grey = _ops(augment)[K.ColorJitter], _ops(augment)[K.RandomGrayscale]
+    # the signature's defaults: mild colour jitter most of the time, grayscale now and then
+    assert (jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue) == (0.2, 0.2, 0.2, 0.0)
+    assert (jitter.p, grey.p) == (0.8, 0.2)
 
 
 def test_each_argument_reaches_its_op():
