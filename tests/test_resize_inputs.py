@@ -46,10 +46,10 @@ def test_a_non_tensor_is_refused_by_its_type():
 
 def test_scale_and_size_together_or_neither_are_refused_saying_so():
     for arguments in ({}, {"scale": 2, "size": (4, 4)}):
-        with pytest.raises(ValueError, match=re.escape("pass exactly one of scale (a factor: 0.25 shrinks by 4")):
+        with pytest.raises(ValueError, match="^" + re.escape("pass exactly one of scale (a factor: 0.25 shrinks by 4")):
             imresize(torch.rand(1, 3, 4, 4), **arguments)
 
 
 def test_a_2d_image_is_told_to_add_a_channel_axis():
-    with pytest.raises(ValueError, match=re.escape("give a 2-D image a channel axis with image[None]")):
+    with pytest.raises(ValueError, match="; " + re.escape("give a 2-D image a channel axis with image[None]") + "$"):
         imresize(torch.rand(4, 4), 2)
