@@ -52,5 +52,18 @@ $(BROWSER_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,jupyter,test,browser]'
 	touch $@
 
+# Mutation testing of the library (helpers/*.py, not the course layer): mutmut, stopped after MUTATE_LIMIT seconds;
+# the surviving mutants go to reports/mutation.md. A subset: make mutate MODULES="metrics resize" TESTS="tests/test_metrics.py"
+MUTATE_LIMIT ?= 10800
+MUTATION_STAMP := $(VENV)/.installed-mutation
+.PHONY: mutate
+mutate: $(MUTATION_STAMP)  ## mutation testing of helpers/*.py with mutmut (hours for all of it); survivors in reports/mutation.md
+	$(BIN)/python tools/mutate.py --time-limit $(MUTATE_LIMIT) $(if $(strip $(MODULES)),--modules $(MODULES)) \
+		$(if $(strip $(TESTS)),--tests $(TESTS))
+
+$(MUTATION_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,test,mutation]'
+	touch $@
+
 clean:
 	rm -rf reports .pytest_cache

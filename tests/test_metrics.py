@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from helpers.metrics import bicubic_upscale, psnr_y, quantize, rgb_to_y, ssim_y, top1_accuracy
+from helpers.resize import upscale
 
 
 def _y_by_formula(image: np.ndarray) -> np.ndarray:
@@ -77,8 +79,54 @@ def test_border_is_cropped():
     assert not math.isinf(psnr_y(sr, hr, 2).item())
 
 
-def test_bicubic_baseline_and_accuracy():
-    lr = torch.rand(2, 3, 8, 8)
-    assert bicubic_upscale(lr, 4).shape == (2, 3, 32, 32)
+def test_the_bicubic_baseline_is_matlabs_upscale_clamped():
+    lr = torch.zeros(2, 3, 8, 8)
+    lr[..., ::2, ::2] = 1.0  # a checkerboard: bicubic overshoots past 0 and 1 between its squares
+    raw, baseline = upscale(lr, 4), bicubic_upscale(lr, 4)
+    assert baseline.shape == (2, 3, 32, 32) and raw.min() < 0 and raw.max() > 1
+    assert torch.equal(baseline, raw.clamp(0, 1))
+    flat = torch.full((1, 3, 6, 6), 0.3)
+    torch.testing.assert_close(bicubic_upscale(flat, 3), torch.full((1, 3, 18, 18), 0.3))  # weights sum to 1
+
+
+def test_top1_accuracy():
     logits = torch.tensor([[2.0, 1.0], [0.0, 3.0], [5.0, 1.0]])
     assert top1_accuracy(logits, torch.tensor([0, 1, 1])) == pytest.approx(2 / 3)
+
+
+def test_ssim_matches_scikit_image_where_the_luminance_term_decides():
+    # a dark result against a brighter truth: the means differ, so the constant c1 = (0.01 * 255)**2 shows
+    rng = np.random.default_rng(1)
+    hr = np.clip(60 + rng.normal(0, 20, (1, 3, 32, 32)).round(), 0, 255)
+    sr = np.clip(hr * 0.3, 0, 255).round()
+    sr_t, hr_t = torch.from_numpy(sr / 255).float(), torch.from_numpy(hr / 255).float()
+    y_sr = _y_by_formula(sr_t[0].permute(1, 2, 0).double().numpy())[2:-2, 2:-2]
+    y_hr = _y_by_formula(hr_t[0].permute(1, 2, 0).double().numpy())[2:-2, 2:-2]
+    reference = structural_similarity(y_hr, y_sr, data_range=255, gaussian_weights=True, sigma=1.5,
+                                      use_sample_covariance=False)  # fmt: skip
+    assert ssim_y(sr_t, hr_t, 2).item() == pytest.approx(reference, abs=1e-6)
+
+
+def test_a_scale_of_1_crops_one_pixel_and_0_crops_none():
+    hr = torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    sr = hr.clone()
+    sr[..., 0, :] = 1 - sr[..., 0, :]  # damage only the outermost row
+    assert math.isinf(psnr_y(sr, hr, 1).item())
+    assert math.isfinite(psnr_y(sr, hr, 0).item())  # nothing cropped: the damage counts (and no empty image)
+    assert math.isfinite(psnr_y(hr.flip(-1), hr, 0).item())
+
+
+def test_quantize_clamps_to_the_8_bit_range():
+    values = torch.tensor([-0.5, 0.0, 0.4 / 255, 0.6 / 255, 1.0, 1.7])
+    assert torch.equal(quantize(values), torch.tensor([0.0, 0.0, 0.0, 1 / 255, 1.0, 1.0]))
+
+
+@pytest.mark.parametrize("shape", [(3, 8, 8), (1, 4, 8, 8), (1, 1, 8, 8)])
+def test_anything_but_an_rgb_batch_is_refused_with_its_shape(shape):
+    with pytest.raises(ValueError, match=r"expected an \(N, 3, H, W\) RGB batch, got shape " + re.escape(str(shape))):
+        rgb_to_y(torch.zeros(shape))
+
+
+def test_sr_and_hr_of_different_shapes_are_refused_with_both_shapes():
+    with pytest.raises(ValueError, match=re.escape("(1, 3, 8, 8) vs (1, 3, 8, 9)")):
+        psnr_y(torch.zeros(1, 3, 8, 8), torch.zeros(1, 3, 8, 9), 2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import nbformat
@@ -35,7 +37,10 @@ def test_imports_helpers_and_checks_itself(path):
     notebook = nbformat.read(path, as_version=4)
     source = "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
     assert "from helpers" in source, f"{path.name}: reusable code must come from helpers"
-    assert "assert " in source, f"{path.name}: a lesson must check its own results with asserts"
+    checks = _asserts(notebook)
+    assert checks, f"{path.name}: a lesson must check its own results with assert statements"
+    constant = [ast.unparse(a.test) for a in checks if isinstance(a.test, ast.Constant)]
+    assert not constant, f"{path.name}: asserts that cannot fail check nothing: {constant}"
     assert "start_lesson(profile)" in source or "resolve_profile(profile)" in source, (
         f"{path.name}: must resolve its profile from the parameters cell"
     )
@@ -53,6 +58,22 @@ def test_no_lesson_is_skipped_and_each_finds_helpers_anywhere(path):
     assert 'find_spec("helpers")' in code[1].source, f"{path.name}: the second code cell must set up Colab"
 
 
-def test_the_series_is_complete():
-    numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(len(NOTEBOOKS))] and len(NOTEBOOKS) == 9
+def _asserts(notebook) -> list[ast.Assert]:
+    """The assert statements of a notebook's code (IPython magics and shell lines left out before parsing)."""
+    found = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+            found += [node for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Assert)]
+    return found
+
+
+def test_the_series_is_numbered_consecutively_from_00():
+    names = [p.name for p in NOTEBOOKS]
+    badly_named = [n for n in names if not re.fullmatch(r"\d\d_[a-z0-9]+(_[a-z0-9]+)*\.ipynb", n)]
+    assert not badly_named, f"notebooks are named NN_lower_snake_case.ipynb: {badly_named}"
+    numbers = [int(n[:2]) for n in names]
+    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+    assert not repeated, f"two notebooks share the numbers {repeated}: renumber one"
+    missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
+    assert not missing, f"the series skips {missing}: number the notebooks 00, 01, ... with no gap"

@@ -1,28 +1,41 @@
-"""The training command line: both recipes train and resume in the smoke profile, on the stand-ins."""
+"""The training command line in the smoke profile, on the stand-ins: it trains the profile's steps, evaluates each
+epoch, says what it ran on, and resuming a finished run trains nothing more. (A run interrupted mid-way and resumed
+equals an uninterrupted one: tests/test_resume_cli.py.)"""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
+import torch
 
+from helpers.checkpoint import load_checkpoint
+from helpers.course.profiles import resolve_profile
 from helpers.course.recipes import main
 
 
 @pytest.mark.parametrize("task", ["sr", "cifar"])
-def test_the_cli_trains_and_resumes_in_the_smoke_profile(tmp_path, monkeypatch, capsys, task):
+def test_the_cli_trains_the_profiles_steps_and_a_finished_run_resumes_to_nothing(tmp_path, monkeypatch, capsys, task):
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("COURSE_OFFLINE", "1")
     folder = tmp_path / "run"
     assert main([task, "--profile", "smoke", "--checkpoint-dir", str(folder)]) == 0
     history = json.loads((folder / "history.json").read_text())
-    metric = "psnr_y" if task == "sr" else "top1"
-    assert metric in history[-1]
     assert history[-1]["optimizer_steps"] == 4 and history[-1]["time_capped"] is False  # the smoke plan: 4 steps
+    assert [r["epoch"] for r in history] == list(range(1, len(history) + 1))
+    metric, low, high = ("psnr_y", 5.0, 60.0) if task == "sr" else ("top1", 0.0, 1.0)
+    assert all(math.isfinite(float(r["train_loss"])) for r in history)
+    assert low <= history[-1][metric] <= high  # evaluated by the protocol, not a placeholder
     out = capsys.readouterr().out
     assert "smoke run" in out and "stand-in" in out
+    trained = load_checkpoint(folder / "last.pt")
+    assert trained["step"]["optimizer_steps"] == getattr(resolve_profile("smoke"), task).steps  # all trained
+
     assert main([task, "--profile", "smoke", "--checkpoint-dir", str(folder), "--resume"]) == 0  # already done
-    assert len(json.loads((folder / "history.json").read_text())) == len(history)
+    assert json.loads((folder / "history.json").read_text()) == history
+    resumed = load_checkpoint(folder / "last.pt")
+    assert all(torch.equal(trained["model"][k], v) for k, v in resumed["model"].items())  # no step taken
 
 
 def test_a_run_cut_by_its_cap_says_so_beside_its_score():
