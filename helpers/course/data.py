@@ -121,7 +121,7 @@ def _recent_failure(standin: Path, url: str) -> str | None:
 
 def _fell_back(url: str, standin: Path, error: Exception) -> str:
     """Remember a failed download for the notebooks that follow, and say it in one short line."""
-    text = f"no download: {urllib.parse.urlsplit(url).netloc} could not be reached ({_brief(error)})"
+    text = f"the download from {urllib.parse.urlsplit(url).netloc} failed ({_brief(error)})"
     try:
         make_dirs(standin.parent)
         _unreachable_marker(standin).write_text(f"{url}\n{text}\n", encoding="utf-8")

@@ -178,7 +178,7 @@ def test_a_failed_download_is_said_once_briefly_and_not_retried_by_the_next_note
         closed.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{closed.getsockname()[1]}/BSDS300-images.tgz"
     first = prepare_bsds300(tmp_path, offline=False, url=url, progress=False)
-    assert first.is_standin and "no download: 127.0.0.1:" in first.note and "Connection refused" in first.note
+    assert first.is_standin and "the download from 127.0.0.1:" in first.note and "Connection refused" in first.note
     assert "urlopen error" not in first.note and len(first.note) < 250
     monkeypatch.setattr(data, "download", lambda *a, **k: (_ for _ in ()).throw(AssertionError("tried again")))
     again = prepare_bsds300(tmp_path, offline=False, url=url, progress=False)
