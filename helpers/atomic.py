@@ -20,8 +20,8 @@ import shutil
 import socket
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from .safe_open import make_dirs, open_regular
 

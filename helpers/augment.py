@@ -13,7 +13,6 @@ import torch
 
 from .images import to_unit_float
 
-
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 # The std of pytorch/examples-style CIFAR scripts (kuangliu/pytorch-cifar and the many copied from it): the

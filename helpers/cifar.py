@@ -45,7 +45,9 @@ def read_cifar10_batch(path: str | os.PathLike) -> tuple[torch.Tensor, torch.Ten
     """Read one binary batch file as uint8 images (N, 3, 32, 32) and int64 labels (N,), checking size and labels."""
     path = Path(path)
     if not path.is_file():
-        raise CifarFormatError(f"{path}: {_absence(path)} CIFAR-10 batch; prepare CIFAR-10 (binary version) there first")
+        raise CifarFormatError(
+            f"{path}: {_absence(path)} CIFAR-10 batch; prepare CIFAR-10 (binary version) there first"
+        )
     size = path.stat().st_size
     if size == 0 or size % RECORD_BYTES:
         raise CifarFormatError(
@@ -75,7 +77,9 @@ def cifar10_class_names(root: str | os.PathLike) -> list[str]:
     """Return the 10 class names from `batches.meta.txt` under `root` (one per line)."""
     path = _cifar_folder(root) / CIFAR10_META
     if not path.is_file():
-        raise CifarFormatError(f"{path}: {_absence(path)} class-name file; prepare CIFAR-10 (binary version) there first")
+        raise CifarFormatError(
+            f"{path}: {_absence(path)} class-name file; prepare CIFAR-10 (binary version) there first"
+        )
     try:
         names = [line.strip() for line in path.read_text(encoding="ascii").splitlines() if line.strip()]
     except UnicodeDecodeError as error:

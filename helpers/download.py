@@ -128,7 +128,7 @@ def verify_file(
 
 
 def _open(url: str, offset: int, timeout: float):
-    request = urllib.request.Request(url, headers={"User-Agent": "feeding-the-gpu-course"})
+    request = urllib.request.Request(url, headers={"User-Agent": "feeding-the-gpu-course"})  # noqa: S310 (as below)
     if offset:
         request.add_header("Range", f"bytes={offset}-")
     return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 (http/https URLs from our own constants)
@@ -208,9 +208,10 @@ def _receive(response, part: Path, offset: int, *, url: str, progress: bool, siz
     """Write a response body to `part` (appending from `offset`), or raise IncompleteDownloadError."""
     total = _declared_total(response, offset, size, url=url)
     received = offset
-    with open_regular(part, "ab" if offset else "wb", role="a partial download") as out, tqdm(
-        total=total, initial=offset, unit="B", unit_scale=True, desc=part.name, disable=not progress
-    ) as bar:
+    with (
+        open_regular(part, "ab" if offset else "wb", role="a partial download") as out,
+        tqdm(total=total, initial=offset, unit="B", unit_scale=True, desc=part.name, disable=not progress) as bar,
+    ):
         try:
             received = _copy_body(response, out, bar, url=url, part=part, start=offset, size=size, rule=rule)
         except (OSError, http.client.HTTPException) as error:  # IncompleteRead, a cut chunked body, timeouts
@@ -276,7 +277,9 @@ def download(
         try:
             response, offset = _start(url, part, min(timeout, stall.seconds))
         except http.client.HTTPException as error:  # a garbled status line or headers
-            raise BadResponseError(f"{url}: the server's reply is malformed ({type(error).__name__}: {error})") from error
+            raise BadResponseError(
+                f"{url}: the server's reply is malformed ({type(error).__name__}: {error})"
+            ) from error
         if response is not None:
             with response:
                 try:

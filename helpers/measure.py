@@ -21,11 +21,14 @@ import torch
 
 from .loadmeter import LoadMeter
 from .memory import (  # noqa: F401 (re-exported: the memory readings lived here before they had their own module)
-    current_rss_bytes, free_memory_bytes, peak_device_memory_bytes, peak_rss_bytes, reset_peak_device_memory,
+    current_rss_bytes,
+    free_memory_bytes,
+    peak_device_memory_bytes,
+    peak_rss_bytes,
+    reset_peak_device_memory,
     reset_peak_rss,
 )  # fmt: skip
 from .pipeline_result import PipelineResult  # noqa: F401 (re-exported: what PipelineProbe.result() returns)
-
 
 # --- timing ---
 
@@ -359,4 +362,3 @@ def measure_pipelines(
             probe.premade_block(sizes[name])
             probe.pause()
     return {name: probe.result() for name, probe in probes.items()}
-

@@ -50,7 +50,9 @@ class ResidualBlock(nn.Module):
     def __init__(self, features: int, res_scale: float = 1.0) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(features, features, 3, padding=1), nn.ReLU(inplace=True), nn.Conv2d(features, features, 3, padding=1)
+            nn.Conv2d(features, features, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(features, features, 3, padding=1),
         )
         self.res_scale = res_scale
 

@@ -9,7 +9,6 @@ Needs: torch; optional: psutil (free memory on a CPU).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +25,16 @@ ON_DEVICE_LOADERS = {"DeviceTensorLoader", "DeviceSRCropLoader"}  # batches made
 DECODED = ON_DEVICE_LOADERS | {"CachedCropLoader", "DecodedSRCache", "TensorDataset"}  # decoded once, in memory
 SR_NAMES = {"DecodedSRCache", "CachedCropLoader", "DeviceSRCropLoader", "LazyCropSRDataset", "NaiveSRDataset",
             "InMemoryNaiveSRDataset", "SREvalDataset"}  # fmt: skip
-CLASSIFIER_NAMES = {"DeviceTensorLoader", "ImageFolder", "DatasetFolder", "CIFAR10", "CIFAR100", "MNIST", "ImageNet",
-                    "FakeData"}
+CLASSIFIER_NAMES = {
+    "DeviceTensorLoader",
+    "ImageFolder",
+    "DatasetFolder",
+    "CIFAR10",
+    "CIFAR100",
+    "MNIST",
+    "ImageNet",
+    "FakeData",
+}
 
 
 @dataclass
@@ -142,7 +149,8 @@ def describe_pipeline(
         facts.inputs_ndim = len(shape)
     facts.task = _task({facts.loader, facts.dataset}, batch)
     facts.augments_on_device = facts.loader == "DeviceSRCropLoader" or (
-        facts.loader == "DeviceTensorLoader" and getattr(loader, "augment", None) is not None)
+        facts.loader == "DeviceTensorLoader" and getattr(loader, "augment", None) is not None
+    )
     owner = getattr(step, "__self__", step)
     facts.precision = getattr(owner, "precision", None) if isinstance(getattr(owner, "precision", None), str) else None
     facts.channels_last = getattr(owner, "channels_last", None) if facts.precision else None
@@ -211,8 +219,10 @@ def _on_the_device(facts: PipelineFacts) -> list[str]:
             lines.append("- batch augmentation on the device (cifar_train_augment() in augment.py, kornia) instead "
                          "of per-sample transforms;")  # fmt: skip
     if facts.loader in ON_DEVICE_LOADERS:
-        lines.append("- the loader already makes its batches on the device: what remains is its own work per batch; "
-                     "time it alone (measure.time_batches), lighten its augmentation, or take larger batches;")
+        lines.append(
+            "- the loader already makes its batches on the device: what remains is its own work per batch; "
+            "time it alone (measure.time_batches), lighten its augmentation, or take larger batches;"
+        )
     return lines
 
 
@@ -234,9 +244,11 @@ def _cpu_budget(facts: PipelineFacts) -> list[str]:
     if not facts.num_workers or facts.device.startswith("cuda"):
         return []
     over = facts.num_workers + facts.intra_op_threads > facts.cpu_cores
-    return [f"- fewer DataLoader workers or intra-op threads: {facts.num_workers} workers + {facts.intra_op_threads} "
-            f"threads {'exceed' if over else 'share'} {facts.cpu_cores} cores with the step "
-            f"(torch.set_num_threads({max(1, facts.cpu_cores - facts.num_workers)}) for the training process);"]
+    return [
+        f"- fewer DataLoader workers or intra-op threads: {facts.num_workers} workers + {facts.intra_op_threads} "
+        f"threads {'exceed' if over else 'share'} {facts.cpu_cores} cores with the step "
+        f"(torch.set_num_threads({max(1, facts.cpu_cores - facts.num_workers)}) for the training process);"
+    ]
 
 
 def advice_for(verdict: str, facts: PipelineFacts, *, other_cores: float | None = None) -> list[str]:

@@ -29,6 +29,7 @@ from .step import TrainStep, cpu_has_native_bf16, native_precisions
 __all__ = ["PrecisionChoice", "choose_precision", "cpu_has_native_bf16", "fastest_precision", "interleaved_times",
            "native_precisions", "ranges_overlap"]  # fmt: skip
 
+
 def _synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -69,7 +69,9 @@ def rank_shards(shards: Sequence[Any], *, rank: int = 0, world_size: int = 1, se
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is outside world_size {world_size}")
     if len(shards) < world_size:
-        raise ValueError(f"{len(shards)} shards for {world_size} ranks: write smaller shards (per_shard) or use fewer ranks")
+        raise ValueError(
+            f"{len(shards)} shards for {world_size} ranks: write smaller shards (per_shard) or use fewer ranks"
+        )
     order = list(shards)
     random.Random(seed * 1_000_003 + epoch).shuffle(order)
     share = len(order) // world_size

@@ -96,7 +96,9 @@ def build_fast_step(
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = benchmark
         notes.append(f"cudnn.benchmark {'on' if benchmark else 'off'}")
-    channels_last = (device.type == "cuda" and precision != "fp32") if options.channels_last is None else options.channels_last
+    channels_last = (
+        (device.type == "cuda" and precision != "fp32") if options.channels_last is None else options.channels_last
+    )
     model = model.to(device)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)  # before the optimizer and compile see the parameters
@@ -146,7 +148,9 @@ def speedup_variants(device: torch.device | str) -> dict[str, SpeedUps]:
     rows["torch.compile"] = replace(plain, compile=True)
     rows["torch.compile, model and optimizer step"] = replace(plain, compile=True, compile_optimizer=True)
     if device.type == "cuda":
-        rows["torch.compile reduce-overhead (CUDA graphs)"] = replace(plain, compile=True, compile_mode="reduce-overhead")
+        rows["torch.compile reduce-overhead (CUDA graphs)"] = replace(
+            plain, compile=True, compile_mode="reduce-overhead"
+        )
     return rows
 
 
@@ -194,5 +198,5 @@ def _with_payback(rows: list[dict[str, Any]], times: dict[str, list[float]]) -> 
         saved_ms = base["step_ms"] - row["step_ms"]
         faster = row is not base and row["step_ms_range"][1] < base["step_ms_range"][0]
         row["faster"] = faster
-        row["pays_off_after"] = (max(1, round(1000 * row["startup_s"] / saved_ms)) if faster and saved_ms > 0 else None)
+        row["pays_off_after"] = max(1, round(1000 * row["startup_s"] / saved_ms)) if faster and saved_ms > 0 else None
     return rows

@@ -363,7 +363,11 @@ class DeviceSRCropLoader:
         self.count = len(cache)
         ramp = torch.arange(hr_crop, device=self.device)
         # offsets inside one crop of an image of width W: (row * W + col) * 4 + channel
-        self._rows, self._cols, self._channels = ramp[:, None, None], ramp[None, :, None], torch.arange(3, device=self.device)
+        self._rows, self._cols, self._channels = (
+            ramp[:, None, None],
+            ramp[None, :, None],
+            torch.arange(3, device=self.device),
+        )
 
     def __len__(self) -> int:
         return self.batches_per_epoch

@@ -152,7 +152,9 @@ class TrainStep:
         self.model.train()
         closes_group = last or self.pending + 1 == self.accumulation_steps
         # DDP decides in the forward whether the next backward all-reduces: both must be inside no_sync
-        quiet = self.model.no_sync() if hasattr(self.model, "no_sync") and not closes_group else contextlib.nullcontext()
+        quiet = (
+            self.model.no_sync() if hasattr(self.model, "no_sync") and not closes_group else contextlib.nullcontext()
+        )
         with quiet:
             outputs, loss = self.forward_loss(inputs, targets)
             self.scaler.scale(loss / self.accumulation_steps).backward()

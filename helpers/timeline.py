@@ -72,7 +72,12 @@ def timeline_summary(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def profile_steps(
-    loader: Iterable, step: Callable[[Any], Any], *, steps: int, device: torch.device | str, trace_path: Path,
+    loader: Iterable,
+    step: Callable[[Any], Any],
+    *,
+    steps: int,
+    device: torch.device | str,
+    trace_path: Path,
     warmup: int = 1,
 ) -> dict[str, float]:
     """Run `steps` steps under torch.profiler with `record_function` ranges named fetch, copy and step; write a

@@ -63,7 +63,9 @@ def make_scheduler(
     if kind is None:
         return None
     if kind == "onecycle":
-        return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=peak_learning_rate, total_steps=max(total_steps, 1))
+        return torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=peak_learning_rate, total_steps=max(total_steps, 1)
+        )
     if kind == "cosine":
         return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(total_steps, 1))
     raise ValueError(f"schedule must be 'onecycle', 'cosine' or None, not {kind!r}")
@@ -285,8 +287,10 @@ def fit(
     bar = tqdm(total=epochs * len(loader) if hasattr(loader, "__len__") else None, initial=step.micro_batches,
                desc="train", unit="batch", disable=not (progress and context.is_main))  # fmt: skip
     try:
-        while state.epoch < epochs and (max_steps is None or step.optimizer_steps < max_steps) and (
-            time_limit_s is None or state.trained_seconds < time_limit_s
+        while (
+            state.epoch < epochs
+            and (max_steps is None or step.optimizer_steps < max_steps)
+            and (time_limit_s is None or state.trained_seconds < time_limit_s)
         ):
             losses = train_one_epoch(model, loader, step, state, replay_rng=replay_rng, max_steps=max_steps,
                                      time_limit_s=time_limit_s, after_step=after_step, bar=bar)  # fmt: skip

@@ -154,4 +154,4 @@ def interior_gap(lr: torch.Tensor, hr: torch.Tensor, scale: int, border: int = 2
 
 def shifted_gap(lr: torch.Tensor, hr: torch.Tensor, scale: int) -> float:
     """The same gap with HR moved by one LR pixel: what misalignment would look like."""
-    return interior_gap(lr[..., 1:, 1:], hr[..., : -scale, : -scale], scale)
+    return interior_gap(lr[..., 1:, 1:], hr[..., :-scale, :-scale], scale)

@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 
 from helpers import atomic
-from helpers.atomic import build_once, file_lock, remove_stale_staging, reserve_file, staging_path
-from helpers.atomic import write_text_atomically
+from helpers.atomic import (
+    build_once,
+    file_lock,
+    remove_stale_staging,
+    reserve_file,
+    staging_path,
+    write_text_atomically,
+)
 from helpers.safe_open import NotRegularFileError, make_dirs
 
 ROOT = Path(__file__).resolve().parents[1]

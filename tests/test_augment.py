@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import torch
-
 from torchvision.transforms import functional as F
 
 from helpers.augment import (
-    CIFAR10_MEAN, TORCHVISION_RECIPE_STD, BatchHorizontalFlip, BatchRandomCrop, NormalizeToFloat, cifar_train_augment,
-    normalize_only, torchvision_cifar_augment,
+    CIFAR10_MEAN,
+    TORCHVISION_RECIPE_STD,
+    BatchHorizontalFlip,
+    BatchRandomCrop,
+    NormalizeToFloat,
+    cifar_train_augment,
+    normalize_only,
+    torchvision_cifar_augment,
 )  # fmt: skip
 
 

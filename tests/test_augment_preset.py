@@ -7,7 +7,14 @@ from __future__ import annotations
 import kornia.augmentation as K
 import torch
 
-from helpers.augment import CIFAR10_MEAN, CIFAR10_STD, BatchRandomCrop, NormalizeToFloat, ToUnitFloat, cifar_train_augment
+from helpers.augment import (
+    CIFAR10_MEAN,
+    CIFAR10_STD,
+    BatchRandomCrop,
+    NormalizeToFloat,
+    ToUnitFloat,
+    cifar_train_augment,
+)
 
 
 def _ops(augment: torch.nn.Module) -> dict[type, torch.nn.Module]:

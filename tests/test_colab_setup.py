@@ -13,12 +13,12 @@ import pytest
 from tools import colab_setup
 from tools.sync_notebooks import setup_cell_source
 
-STUB_SETUP = '''\
+STUB_SETUP = """\
 import sys
 def setup_course(root):
     print("STUB setup_course", root)
     sys.path.insert(0, str(root))
-'''
+"""
 SHOW_HELPERS = '\nimport helpers\nprint("HELPERS", helpers.__file__)\n'
 
 
@@ -60,8 +60,12 @@ def test_setup_cell_clones_into_the_colab_root_and_imports_helpers_from_the_clon
     assert lines[1].startswith("course setup: cloned in ") and lines[1].endswith(" s")
     assert lines[2] == f"STUB setup_course {clone}"
     assert lines[3] == f"HELPERS {clone / 'helpers' / '__init__.py'}"
-    assert subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=clone, capture_output=True,
-                          text=True).stdout.strip() == "true"
+    assert (
+        subprocess.run(
+            ["git", "rev-parse", "--is-shallow-repository"], cwd=clone, capture_output=True, text=True
+        ).stdout.strip()
+        == "true"
+    )
     again = run_setup_cell(content, content, course_remote)  # a second run (or a second notebook) finds the clone
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[:2] == [f"course setup: found the course at {clone}", f"STUB setup_course {clone}"]
@@ -166,9 +170,15 @@ def test_base_requirements_leave_out_the_extras(monkeypatch):
 
 
 def test_the_notebooks_requirements_are_the_base_list_and_the_course_extra(monkeypatch):
-    requires = ["torch>=2.4", "kornia>=0.7.4; extra == 'library'", 'jupyterlab>=4.0; extra == "jupyter"',
-                'kornia>=0.7.4; extra == "course"', "matplotlib>=3.7 ; extra == 'course'",
-                "ipython; python_version >= '3.10' and extra == \"course\"", 'pytest>=7.4; extra == "test"']
+    requires = [
+        "torch>=2.4",
+        "kornia>=0.7.4; extra == 'library'",
+        'jupyterlab>=4.0; extra == "jupyter"',
+        'kornia>=0.7.4; extra == "course"',
+        "matplotlib>=3.7 ; extra == 'course'",
+        "ipython; python_version >= '3.10' and extra == \"course\"",
+        'pytest>=7.4; extra == "test"',
+    ]
     monkeypatch.setattr(colab_setup.importlib.metadata, "requires", lambda name: requires)
     assert colab_setup.extra_requirements("course") == ["kornia>=0.7.4", "matplotlib>=3.7",
                                                         "ipython; python_version >= '3.10'"]  # fmt: skip

@@ -62,6 +62,7 @@ def test_a_changed_preinstalled_version_or_a_jupyter_server_fails():
 
 def test_the_simulated_runtime_is_the_colab_stack_that_make_test_versions_tests():
     assert COLAB_PYTHON == "3.13"
-    assert COLAB_RUNTIME == [f"{n}=={v}" for n, v in pins(CONSTRAINTS / STACKS["colab"]).items()]
+    assert [f"{n}=={v}" for n, v in pins(CONSTRAINTS / STACKS["colab"]).items()] == COLAB_RUNTIME
     assert {"torch", "torchvision", "numpy", "pillow", "matplotlib", "ipykernel", "ipython"} <= {
-        r.split("==")[0] for r in COLAB_RUNTIME}
+        r.split("==")[0] for r in COLAB_RUNTIME
+    }

@@ -342,8 +342,8 @@ def isolated_results(tmp_path_factory) -> dict[str, str]:
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["id"])
 def test_a_copied_piece_runs_with_only_the_packages_its_docstring_lists(case, isolated_results):
-    assert isolated_results[case["id"]] == "ok", f"{case['id']} ({case['files']}, needs {case['needs']}):\n" + (
-        isolated_results[case["id"]]
+    assert isolated_results[case["id"]] == "ok", (
+        f"{case['id']} ({case['files']}, needs {case['needs']}):\n" + (isolated_results[case["id"]])
     )
 
 

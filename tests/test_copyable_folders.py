@@ -64,8 +64,10 @@ def test_a_folder_piece_copies_with_the_files_its_docstring_names(module, tmp_pa
         shutil.copy(HELPERS / f"{name}.py", package / f"{name}.py")
     script = tmp_path / "project" / "example.py"
     script.write_text(
-        "import sys\nfrom pathlib import Path\nsys.modules['helpers'] = None\n" + textwrap.dedent(JPEGS)
-        + textwrap.dedent(EXAMPLES[module]) + "\nassert not [m for m in sys.modules if m.startswith('helpers.')]\nprint('ok')\n"
+        "import sys\nfrom pathlib import Path\nsys.modules['helpers'] = None\n"
+        + textwrap.dedent(JPEGS)
+        + textwrap.dedent(EXAMPLES[module])
+        + "\nassert not [m for m in sys.modules if m.startswith('helpers.')]\nprint('ok')\n"
     )
     data = tmp_path / "data"
     data.mkdir()

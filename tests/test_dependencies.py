@@ -52,7 +52,9 @@ def closure(requirements: list[str]) -> set[str]:
         try:
             requires = importlib.metadata.requires(requirement.name) or []
         except importlib.metadata.PackageNotFoundError:
-            pytest.fail(f"{requirement.name} is not installed here: run `make env` (or pip install -e '.[course,jupyter,test]')")
+            pytest.fail(
+                f"{requirement.name} is not installed here: run `make env` (or pip install -e '.[course,jupyter,test]')"
+            )
         for text in requires:
             child = Requirement(text)
             extras = requirement.extras or {""}
@@ -137,7 +139,9 @@ def test_what_the_notebooks_and_helpers_import_is_in_the_course_extra():
         sources += [c.source for c in notebook.cells if c.cell_type == "code" and not c.source.lstrip().startswith("!")]
     needed = distributions_of(third_party_imports(sources))
     course = closure(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["course"])
-    assert needed <= course, f"imported by helpers or a notebook, missing from the course extra: {sorted(needed - course)}"
+    assert needed <= course, (
+        f"imported by helpers or a notebook, missing from the course extra: {sorted(needed - course)}"
+    )
     runner_needs = distributions_of(third_party_imports([p.read_text(encoding="utf-8") for p in runner]))
     jupyter = closure(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["course"]
                       + PROJECT["optional-dependencies"]["jupyter"])  # fmt: skip

@@ -14,7 +14,12 @@ from torchvision.transforms import RandomResizedCrop
 from torchvision.transforms.v2 import functional as F
 
 from helpers.device_crop import (
-    BatchRandomResizedCrop, crop_boxes, decode_jpegs, device_train_augment, pad_to_batch, random_resized_boxes,
+    BatchRandomResizedCrop,
+    crop_boxes,
+    decode_jpegs,
+    device_train_augment,
+    pad_to_batch,
+    random_resized_boxes,
 )  # fmt: skip
 
 # Mean absolute difference allowed against torchvision's antialiased bilinear resized_crop, for images in [0, 1]:
@@ -26,7 +31,9 @@ TOLERANCE = 0.02
 def _smooth(count: int, height: int, width: int, seed: int = 0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     coarse = torch.rand(count, 3, height // 8, width // 8, generator=generator)
-    return torch.nn.functional.interpolate(coarse, size=(height, width), mode="bicubic", align_corners=False).clamp(0, 1)
+    return torch.nn.functional.interpolate(coarse, size=(height, width), mode="bicubic", align_corners=False).clamp(
+        0, 1
+    )
 
 
 def test_boxes_follow_torchvisions_distribution_inside_each_image():

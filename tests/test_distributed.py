@@ -166,8 +166,21 @@ def test_torchrun_trains_with_two_processes(tmp_path):
     # CPU and gloo even on a GPU machine: two ranks on one GPU would ask for a second device (tests/cuda has NCCL)
     env = {**os.environ, "COURSE_DATA_DIR": str(tmp_path / "data"), "COURSE_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "helpers.train", "cifar", "--profile", "smoke", "--checkpoint-dir", str(tmp_path / "run")]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "helpers.train",
+        "cifar",
+        "--profile",
+        "smoke",
+        "--checkpoint-dir",
+        str(tmp_path / "run"),
+    ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("after ") == 1  # only rank 0 reports

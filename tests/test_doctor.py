@@ -21,8 +21,17 @@ from torchvision.transforms import ToTensor
 from helpers import doctor
 from helpers.augment import cifar_train_augment
 from helpers.doctor import (
-    COMPETES, COMPUTE_BOUND, INCONCLUSIVE, INPUT_BOUND, BatchStep, classify, diagnose, diagnose_pipeline, main,
-    step_device, verdict_of,
+    COMPETES,
+    COMPUTE_BOUND,
+    INCONCLUSIVE,
+    INPUT_BOUND,
+    BatchStep,
+    classify,
+    diagnose,
+    diagnose_pipeline,
+    main,
+    step_device,
+    verdict_of,
 )  # fmt: skip
 from helpers.loading import DeviceTensorLoader, make_loader
 from helpers.measure import PipelineResult

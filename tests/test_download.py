@@ -17,10 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.course.data import BSDS300_SHA256_ENV_VAR, DatasetLayoutError, prepare_bsds300, prepare_cifar10
 from helpers.atomic import file_lock
-from helpers.download import BadArchiveError, BadResponseError, ChecksumMismatchError, IncompleteDownloadError
-from helpers.download import StallRule, download
+from helpers.course.data import BSDS300_SHA256_ENV_VAR, DatasetLayoutError, prepare_bsds300, prepare_cifar10
+from helpers.download import (
+    BadArchiveError,
+    BadResponseError,
+    ChecksumMismatchError,
+    IncompleteDownloadError,
+    StallRule,
+    download,
+)
 from helpers.safe_open import NotRegularFileError
 
 from .conftest import jpeg_bytes, tar_bytes

@@ -11,8 +11,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.images import BadImageError, ImageTooSmallError, check_crop_fits, image_census, image_header
-from helpers.images import load_rgb_image
+from helpers.images import (
+    BadImageError,
+    ImageTooSmallError,
+    check_crop_fits,
+    image_census,
+    image_header,
+    load_rgb_image,
+)
 
 
 @pytest.fixture

@@ -77,7 +77,9 @@ def test_the_dataset_draws_per_sample_and_per_worker(photo):
     first, label = dataset[0]
     assert first.dtype == torch.uint8 and first.shape == (3, 32, 32) and label == 3
     assert len({dataset[0][0].numpy().tobytes() for _ in range(10)}) > 5
-    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2, generator=torch.Generator().manual_seed(0))
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=4, num_workers=2, generator=torch.Generator().manual_seed(0)
+    )
     one, two = (batch[0] for batch in loader)  # one batch from each worker
     assert not torch.equal(one, two)
 

@@ -31,7 +31,10 @@ def test_device_tensor_loader_gives_every_sample_once_per_epoch():
     orders = [torch.cat([y for _, y in loader]) for _ in range(2)]
     assert not torch.equal(orders[0], orders[1])  # reshuffled every epoch
     again = DeviceTensorLoader(images, labels, batch_size=10, seed=0)
-    assert torch.equal(torch.cat([y for _, y in again]), torch.cat([y for _, y in DeviceTensorLoader(images, labels, batch_size=10, seed=0)]))
+    assert torch.equal(
+        torch.cat([y for _, y in again]),
+        torch.cat([y for _, y in DeviceTensorLoader(images, labels, batch_size=10, seed=0)]),
+    )
     assert len(DeviceTensorLoader(images, labels, batch_size=10, drop_last=True)) == 10
 
 

@@ -12,7 +12,13 @@ import pytest
 import torch
 
 from helpers.loadmeter import (
-    LoadMeter, LoadReading, combine, cpu_budget, intra_op_threads, machine_cpu_seconds, tree_cpu_seconds,
+    LoadMeter,
+    LoadReading,
+    combine,
+    cpu_budget,
+    intra_op_threads,
+    machine_cpu_seconds,
+    tree_cpu_seconds,
 )  # fmt: skip
 
 SPIN = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
@@ -28,7 +34,10 @@ def test_other_cores_are_all_cpu_time_minus_this_trees_over_the_wall_time():
     meter.start()
     reading = meter.stop()
     assert reading.other_cores == pytest.approx((4.0 - 2.4) / 2.0) and reading.seconds == 2.0
-    assert reading.busy and reading.note() == "other processes used 0.8 of 2 cores during this measurement; load average 1.5"
+    assert (
+        reading.busy
+        and reading.note() == "other processes used 0.8 of 2 cores during this measurement; load average 1.5"
+    )
     quiet = LoadMeter(machine=_readers(0.0, 1.0), tree=_readers(0.0, 1.0), wall=_readers(0.0, 1.0),
                       loadavg=lambda: None, cores=4)  # fmt: skip
     quiet.start()
@@ -50,7 +59,9 @@ def test_a_busy_child_counts_as_this_tree_and_an_unrelated_busy_process_as_other
     tree0 = tree_cpu_seconds()
     subprocess.run([sys.executable, "-c", SPIN.format(s=0.8)], check=True)  # a child: reaped into this tree
     after_children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    child_cpu = (after_children.ru_utime + after_children.ru_stime) - (before_children.ru_utime + before_children.ru_stime)
+    child_cpu = (after_children.ru_utime + after_children.ru_stime) - (
+        before_children.ru_utime + before_children.ru_stime
+    )
     tree1 = tree_cpu_seconds()
     assert child_cpu > 0.05 and tree1 - tree0 >= 0.9 * child_cpu
 

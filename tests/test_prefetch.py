@@ -47,7 +47,6 @@ def test_cuda_path_prepares_the_next_batch_before_handing_over_and_waits_for_it(
     handed over; a batch is handed over only after the current stream waited on the side stream and every one of its
     tensors was marked as used by the current stream."""
     events: list[tuple] = []
-    current = object()
 
     class SideStream:
         def __init__(self, device=None):

@@ -307,8 +307,10 @@ def test_torch_bicubic_reads_higher_than_the_matlab_protocol_baseline():
         rows.append((name, *(_psnr_y(sr, hr, scale) for sr in (matlab, torch_bicubic, ref_sr))))
     print(f"\nbicubic x{scale} baseline PSNR-Y (dB), LR by MATLAB-protocol downscale:")
     for name, ours, torch_db, ref in rows + [("mean", *np.mean([r[1:] for r in rows], axis=0))]:
-        print(f"  {name:10s} MATLAB protocol {ours:.4f}  F.interpolate {torch_db:.4f}  (+{torch_db - ours:.4f})  "
-              f"NumPy reference {ref:.4f}")
+        print(
+            f"  {name:10s} MATLAB protocol {ours:.4f}  F.interpolate {torch_db:.4f}  (+{torch_db - ours:.4f})  "
+            f"NumPy reference {ref:.4f}"
+        )
     for _, ours, _, ref in rows:
         assert abs(ours - ref) < 0.03
     gap = np.mean([torch_db - ours for _, ours, torch_db, _ in rows])

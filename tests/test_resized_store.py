@@ -70,7 +70,9 @@ def test_crops_use_torchvisions_box_per_sample(samples, tmp_path):
     torch.manual_seed(5)
     pixels = store.image(0)
     top, left, h, w = random_resized_crop_box(pixels.shape[1], pixels.shape[0])
-    expected = np.array(Image.fromarray(pixels[top : top + h, left : left + w]).resize((24, 24), Image.Resampling.BILINEAR))
+    expected = np.array(
+        Image.fromarray(pixels[top : top + h, left : left + w]).resize((24, 24), Image.Resampling.BILINEAR)
+    )
     assert crop.dtype == torch.uint8 and torch.equal(crop, torch.from_numpy(expected).permute(2, 0, 1))
     assert label == samples[0][1]
     assert len({dataset[0][0].numpy().tobytes() for _ in range(8)}) > 4

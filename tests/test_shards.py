@@ -70,7 +70,9 @@ def test_sample_shuffling_is_reproducible_and_differs_per_rank(folder):
     _, shards = folder
 
     def keys(rank: int, seed: int) -> list[str]:
-        return [k for k, _ in shard_dataset(shards, _key_and_label, rank=rank, world_size=2, seed=seed, shuffle_buffer=8)]
+        return [
+            k for k, _ in shard_dataset(shards, _key_and_label, rank=rank, world_size=2, seed=seed, shuffle_buffer=8)
+        ]
 
     assert keys(0, 4) == keys(0, 4)
     assert keys(0, 4) != sorted(keys(0, 4))  # shuffled, not in shard order

@@ -21,8 +21,8 @@ import torch
 from PIL import Image
 
 from helpers import sr_cache
-from helpers.sr_cache import BackgroundPrefetcher, CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 from helpers.images import BadImageError, ImageTooSmallError
+from helpers.sr_cache import BackgroundPrefetcher, CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 from helpers.sr_data import bicubic_downscale, dihedral
 
 from .conftest import interior_gap, shifted_gap
@@ -57,7 +57,9 @@ def test_cached_loader_yields_float_batches(photo_dir):
     loader = CachedCropLoader(DecodedSRCache(photo_dir, scale=4), batch_size=8, hr_crop=64, batches_per_epoch=3, seed=1)
     batches = list(loader)
     assert len(batches) == 3 and batches[0][0].dtype == torch.float32 and batches[0][1].shape == (8, 3, 64, 64)
-    again = list(CachedCropLoader(DecodedSRCache(photo_dir, scale=4), batch_size=8, hr_crop=64, batches_per_epoch=3, seed=1))
+    again = list(
+        CachedCropLoader(DecodedSRCache(photo_dir, scale=4), batch_size=8, hr_crop=64, batches_per_epoch=3, seed=1)
+    )
     assert all(torch.equal(a[1], b[1]) for a, b in zip(batches, again))
 
 
@@ -74,7 +76,9 @@ def test_device_sr_crop_loader_pairs_align(tmp_path):
     for i in range(3):
         smooth = rng.integers(0, 256, (40, 50, 3)).astype(np.uint8)
         Image.fromarray(smooth).resize((200, 160), Image.Resampling.BICUBIC).save(tmp_path / f"{i}.png")
-    loader = DeviceSRCropLoader(DecodedSRCache(tmp_path, scale=4), batch_size=8, hr_crop=64, batches_per_epoch=2, seed=0)
+    loader = DeviceSRCropLoader(
+        DecodedSRCache(tmp_path, scale=4), batch_size=8, hr_crop=64, batches_per_epoch=2, seed=0
+    )
     batches = list(loader)
     assert len(batches) == 2
     lr, hr = batches[0]

@@ -23,7 +23,7 @@ def test_lazy_crop_pairs_align(photo_dir, scale):
         lr, hr = dataset[index]
         assert lr.shape == (3, dataset.hr_crop // scale, dataset.hr_crop // scale)
         assert hr.shape == (3, dataset.hr_crop, dataset.hr_crop)
-        assert 0 <= float(lr.min()) and float(lr.max()) <= 1
+        assert float(lr.min()) >= 0 and float(lr.max()) <= 1
         assert interior_gap(lr, hr, scale) < 1e-5  # the LR is made from this very crop
 
 
@@ -124,7 +124,7 @@ def test_rgb_to_luma_is_pils_ycbcr_y_exactly_and_in_unit_range_for_floats():
     assert y.shape == (1, 96, 128) and y.dtype == torch.uint8 and np.array_equal(y[0].numpy(), pil)
     assert rgb_to_luma(rgb[None]).shape == (1, 1, 96, 128)
     float_y = rgb_to_luma(rgb.float() / 255)
-    assert 0 <= float(float_y.min()) and float(float_y.max()) <= 1  # a model input, not 16..235 as metrics.rgb_to_y
+    assert float(float_y.min()) >= 0 and float(float_y.max()) <= 1  # a model input, not 16..235 as metrics.rgb_to_y
     assert float((float_y - y.float() / 255).abs().max()) < 1.1 / 255  # PIL rounds down, in fixed point
     with pytest.raises(ValueError, match="RGB"):
         rgb_to_luma(torch.zeros(1, 4, 4))

@@ -80,8 +80,9 @@ def test_bf16_autocast_runs_on_cpu(data):
 def test_fp16_overflow_is_skipped_and_counted(data):
     x, y = data
     model, optimizer = _model_and_optimizer()
-    step = TrainStep(model, optimizer, lambda out, target: (out - target).pow(2).mean() * 1e4, device="cpu",
-                     precision="fp16")
+    step = TrainStep(
+        model, optimizer, lambda out, target: (out - target).pow(2).mean() * 1e4, device="cpu", precision="fp16"
+    )
     for _ in range(6):
         step(x, y)
     assert step.skipped_steps >= 1  # the initial scale of 65536 overflows fp16 with this loss

@@ -58,12 +58,14 @@ def test_badge_opens_the_notebook_on_main_in_colab():
 def test_setup_cell_is_short_self_contained_code_with_the_url_written_in():
     source = setup_cell_source(REPOSITORY)
     tree = ast.parse(source)
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
     assert imported <= {"importlib", "os", "pathlib", "runpy", "subprocess", "time"}  # nothing of the course yet
     assert not any(isinstance(node, ast.ImportFrom) for node in ast.walk(tree))
     assert len(source.splitlines()) <= 25 and max(len(line) for line in source.splitlines()) <= 120
     assert f'"COURSE_REPOSITORY_URL", "{REPOSITORY}"' in source and 'find_spec("helpers")' in source
-    assert '"COURSE_COLAB_ROOT", "/content"' in source and "tools\" / \"colab_setup.py" in source
+    assert '"COURSE_COLAB_ROOT", "/content"' in source and 'tools" / "colab_setup.py' in source
 
 
 def test_sync_adds_the_badge_cell_and_the_setup_cell_after_the_parameters_cell():

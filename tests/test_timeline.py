@@ -67,7 +67,8 @@ def test_gpu_utilisation_samples_nvml_until_the_block_ends(monkeypatch):
     readings = iter([10, 90, 50] + [50] * 1000)
     calls = []
     fake = types.SimpleNamespace(
-        nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlInit=lambda: calls.append("init"),
+        nvmlShutdown=lambda: calls.append("shutdown"),
         nvmlDeviceGetHandleByIndex=lambda index: ("handle", index),
         nvmlDeviceGetUtilizationRates=lambda handle: types.SimpleNamespace(gpu=next(readings)),
     )
@@ -83,16 +84,17 @@ def test_gpu_utilisation_samples_nvml_until_the_block_ends(monkeypatch):
 
 def test_gpu_utilisation_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    with pytest.raises(RuntimeError, match="nvidia-ml-py"):
-        with GpuUtilisation():
-            pass
+    with pytest.raises(RuntimeError, match="nvidia-ml-py"), GpuUtilisation():
+        pass
 
 
 def test_profiler_run_prints_nothing_to_stderr(tmp_path):
     """A notebook output stays clean: Kineto's start/stop log lines are silenced (plant: drop the setdefault)."""
-    code = ("import torch, pathlib; from helpers.timeline import profile_steps; "
-            "profile_steps([torch.ones(2, 2)], lambda x: x.sum(), steps=2, device='cpu', "
-            f"trace_path=pathlib.Path({str(tmp_path / 't.json')!r}))")
+    code = (
+        "import torch, pathlib; from helpers.timeline import profile_steps; "
+        "profile_steps([torch.ones(2, 2)], lambda x: x.sum(), steps=2, device='cpu', "
+        f"trace_path=pathlib.Path({str(tmp_path / 't.json')!r}))"
+    )
     env = {key: value for key, value in os.environ.items() if key != "KINETO_LOG_LEVEL"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from helpers.augment import cifar_train_augment
-from helpers.loading import DeviceTensorLoader
 from helpers.checkpoint import CheckpointError, load_checkpoint
+from helpers.loading import DeviceTensorLoader
 from helpers.step import TrainStep
 from helpers.trainer import fit, make_scheduler
 

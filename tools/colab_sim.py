@@ -34,7 +34,7 @@ from nbclient import NotebookClient
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: tools.versions from this checkout
-from tools.versions import find_python, pins, stack_python_version
+from tools.versions import find_python, pins, stack_python_version  # noqa: E402 (after the path line above)
 
 # Colab's runtime: its Python and what it has preinstalled that the course uses, from the constraints file.
 COLAB_CONSTRAINTS = REPO_ROOT / "constraints" / "colab-2026-08.txt"
@@ -108,7 +108,9 @@ def kernel_environment(python: Path, content: Path, url: str) -> dict[str, str]:
     return env
 
 
-def run_notebook(path: Path, *, python: Path, content: Path, env: dict[str, str], timeout: int) -> nbformat.NotebookNode:
+def run_notebook(
+    path: Path, *, python: Path, content: Path, env: dict[str, str], timeout: int
+) -> nbformat.NotebookNode:
     """Execute a copy of the notebook (plus CHECK_CELL) in a kernel of the runtime, cwd = content."""
     notebook = nbformat.read(path, as_version=4)
     notebook.cells.append(nbformat.v4.new_code_cell(CHECK_CELL))
@@ -200,7 +202,9 @@ def simulate(work: Path, *, notebooks: list[str], timeout: int) -> list[Check]:
 def main(argv: list[str] | None = None) -> int:
     """Command line: python tools/colab_sim.py [--keep] [--timeout S] [notebooks...]."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder (runtime, clone, executed copies)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder (runtime, clone, executed copies)"
+    )
     parser.add_argument("--timeout", type=int, default=900, help="seconds one cell may take (default 900)")
     parser.add_argument("notebooks", nargs="*", default=NOTEBOOKS, help=f"default: {' '.join(NOTEBOOKS)}")
     args = parser.parse_args(argv)

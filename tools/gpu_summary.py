@@ -77,7 +77,9 @@ def read_junit(path: Path) -> dict[str, Any]:
                     failures.append(f"{name}: {message[0] if message else tag}"[:300])
                 break
         counts[outcome] += 1
-        source = by_file.setdefault(case.get("file") or case.get("classname", ""), {"cells": 0, "failed": 0, "seconds": 0.0})
+        source = by_file.setdefault(
+            case.get("file") or case.get("classname", ""), {"cells": 0, "failed": 0, "seconds": 0.0}
+        )
         source["cells"] += 1
         source["failed"] += outcome in ("failed", "errors")
         source["seconds"] += float(case.get("time") or 0)
@@ -285,7 +287,12 @@ def markdown(summary: dict[str, Any]) -> str:
         lines.append("")
     if summary["notebooks"]:
         rows = [[n["notebook"], n["cells"], n["failed_cells"], n["seconds"]] for n in summary["notebooks"]]
-        lines += ["", "## Notebooks (nbval, smoke profile)", "", _table(["notebook", "cells", "failed", "seconds"], rows)]
+        lines += [
+            "",
+            "## Notebooks (nbval, smoke profile)",
+            "",
+            _table(["notebook", "cells", "failed", "seconds"], rows),
+        ]
     for name, payload in summary["benches"].items():
         label = payload.get("label", name)
         smoke = " (smoke run: not a measurement)" if payload.get("profile") == "smoke" else ""

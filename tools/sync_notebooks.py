@@ -34,7 +34,7 @@ BADGE_CELL_ID = "colab-badge"
 SETUP_CELL_ID = "colab-setup"
 SETUP_MARKER = 'find_spec("helpers")'  # tests/test_notebooks.py looks for it in the second code cell
 
-SETUP_CELL = '''\
+SETUP_CELL = """\
 # Setup for Colab, or any Python without this course: find or fetch the course, install only what is missing.
 import importlib.util, os, pathlib, runpy, subprocess, time
 if importlib.util.find_spec("helpers") is None:
@@ -54,7 +54,7 @@ if importlib.util.find_spec("helpers") is None:
         print(f"course setup: cloned in {{time.perf_counter() - start:.1f}} s", flush=True)
     else:
         print(f"course setup: found the course at {{root}}", flush=True)
-    runpy.run_path(str(root / "tools" / "colab_setup.py"))["setup_course"](root)'''
+    runpy.run_path(str(root / "tools" / "colab_setup.py"))["setup_course"](root)"""
 
 
 def course_repository(pyproject: Path = PYPROJECT) -> str:
@@ -148,8 +148,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.check:
             path.write_text(wanted, encoding="utf-8")
     verb = "out of sync" if args.check else "updated"
-    print(f"{len(stale)} notebook(s) {verb}" + "".join(f"\n  {p}" for p in stale) + (
-        "\nrun `make sync-notebooks`" if args.check and stale else ""))
+    print(
+        f"{len(stale)} notebook(s) {verb}"
+        + "".join(f"\n  {p}" for p in stale)
+        + ("\nrun `make sync-notebooks`" if args.check and stale else "")
+    )
     return 1 if args.check and stale else 0
 
 

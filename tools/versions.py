@@ -90,7 +90,9 @@ def versions_line(venv: Path) -> str:
     code = ("import sys, importlib.metadata as m\nnames = sys.argv[1:]\nout = ['Python ' + sys.version.split()[0]]\n"
             "for n in names:\n    try: out.append(f'{n} {m.version(n)}')\n    except m.PackageNotFoundError: pass\n"
             "print(', '.join(out))")  # fmt: skip
-    result = subprocess.run([str(venv / "bin" / "python"), "-c", code, *SHOWN], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code, *SHOWN], capture_output=True, text=True, check=False
+    )
     return result.stdout.strip() or "versions unknown"
 
 
@@ -99,7 +101,9 @@ def pin_problems(venv: Path, constraints: Path) -> list[str]:
     code = ("import sys, importlib.metadata as m\nfor n in sys.argv[1:]:\n"
             "    try: print(n, m.version(n))\n    except m.PackageNotFoundError: print(n, 'missing')")  # fmt: skip
     wanted = pins(constraints)
-    result = subprocess.run([str(venv / "bin" / "python"), "-c", code, *wanted], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code, *wanted], capture_output=True, text=True, check=False
+    )
     have = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     return [f"{n} {have.get(n)} (pinned {v})" for n, v in wanted.items() if have.get(n, "").split("+")[0] != v]
 
@@ -126,7 +130,10 @@ def check_stack(name: str, venvs: Path, extra: list[str], *, reuse: bool = False
     version = stack_python_version(constraints)
     python = find_python(version)
     if python is None:
-        return False, f"versions {name}: no Python {version} here (install it, or set PYTHON_{version.replace('.', '_')})"
+        return (
+            False,
+            f"versions {name}: no Python {version} here (install it, or set PYTHON_{version.replace('.', '_')})",
+        )
     start = time.perf_counter()
     venv = venvs / name
     kept = reuse and (venv / "bin" / "python").exists()

@@ -197,7 +197,9 @@ def check(folder: Path, python_version: str, limit_mib: float = LIMIT_MIB) -> tu
     packages = read_wheelhouse(folder)
     problems = []
     names = [p.name for p in packages]
-    problems += [f"{name}: {names.count(name)} versions; keep one" for name in sorted(set(names)) if names.count(name) > 1]
+    problems += [
+        f"{name}: {names.count(name)} versions; keep one" for name in sorted(set(names)) if names.count(name) > 1
+    ]
     _, unmet = resolve(roots(), wheelhouse_lookup(packages), environment=target_environment(python_version),
                        skip=BASELINE)  # fmt: skip
     problems += unmet

@@ -18,7 +18,6 @@ from ..augment import CIFAR10_MEAN, CIFAR10_STD
 from ..images import check_crop_fits, load_rgb_image, to_float_tensor
 from ..sr_data import SeededDataset, check_sr_geometry, list_images, mod_crop
 
-
 # --- super-resolution: the traditional way -------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from ..atomic import build_once
 from ..augment import CIFAR10_MEAN, TORCHVISION_RECIPE_STD, torchvision_cifar_augment
 from ..loading import DeviceTensorLoader
@@ -22,7 +23,13 @@ try:  # optional: FFCV builds against OpenCV and libjpeg-turbo development files
     from ffcv.fields.decoders import IntDecoder, SimpleRGBImageDecoder
     from ffcv.loader import Loader, OrderOption
     from ffcv.transforms import (
-        NormalizeImage, RandomHorizontalFlip, RandomTranslate, Squeeze, ToDevice, ToTensor, ToTorchImage,
+        NormalizeImage,
+        RandomHorizontalFlip,
+        RandomTranslate,
+        Squeeze,
+        ToDevice,
+        ToTensor,
+        ToTorchImage,
     )  # fmt: skip
     from ffcv.writer import DatasetWriter
 except ImportError as error:

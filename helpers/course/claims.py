@@ -26,12 +26,15 @@ def _pil_lr(hr_uint8: np.ndarray, scale: int) -> np.ndarray:
 
 def _lr_makers() -> dict[str, Callable[[np.ndarray, int], np.ndarray] | str]:
     """The ways to make an LR image from a uint8 HxWx3 HR one; a string says why a way is not available here."""
+
     def matlab(hr: np.ndarray, scale: int) -> np.ndarray:
         tensor = torch.from_numpy(hr).permute(2, 0, 1).contiguous()
         return downscale(tensor, scale).permute(1, 2, 0).numpy()
 
     makers: dict[str, Callable[[np.ndarray, int], np.ndarray] | str] = {
-        "MATLAB imresize (the protocol)": matlab, "Pillow BICUBIC": _pil_lr}
+        "MATLAB imresize (the protocol)": matlab,
+        "Pillow BICUBIC": _pil_lr,
+    }
     try:
         import cv2  # OpenCV is optional: the claim is about it, the course does not need it
     except ImportError:
@@ -39,7 +42,8 @@ def _lr_makers() -> dict[str, Callable[[np.ndarray, int], np.ndarray] | str]:
         return makers
     for name, flag in [("OpenCV INTER_CUBIC", cv2.INTER_CUBIC), ("OpenCV INTER_AREA", cv2.INTER_AREA)]:
         makers[name] = lambda hr, scale, flag=flag: cv2.resize(
-            hr, (hr.shape[1] // scale, hr.shape[0] // scale), interpolation=flag)
+            hr, (hr.shape[1] // scale, hr.shape[0] // scale), interpolation=flag
+        )
     return makers
 
 
@@ -68,7 +72,9 @@ def resize_rows(hr_images: Sequence[torch.Tensor], scale: int) -> list[dict[str,
 
 
 def amp_memory_rows(
-    make_model: Callable[[], nn.Module], batch: tuple[torch.Tensor, torch.Tensor], device: torch.device,
+    make_model: Callable[[], nn.Module],
+    batch: tuple[torch.Tensor, torch.Tensor],
+    device: torch.device,
     precisions: Sequence[str],
 ) -> list[dict[str, Any]]:
     """CUDA only: peak allocated device memory of two L1 + Adam training steps per precision ("fp32", "bf16",
@@ -96,6 +102,7 @@ def amp_memory_rows(
 def allocator_rows(device: torch.device, *, steps: int = 8) -> list[dict[str, Any]]:
     """CUDA only: the caching allocator's allocated and reserved MiB after `del` and `empty_cache()` of a 256 MiB
     tensor, and after `steps` steps that keep each loss with its graph, the loss alone, or call empty_cache()."""
+
     def reading(what: str) -> dict[str, Any]:
         torch.cuda.synchronize(device)
         return {"what": what, "allocated_mib": torch.cuda.memory_allocated(device) / MIB,

@@ -11,10 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cifar import CIFAR10_FOLDER, CIFAR10_META, CIFAR10_TEST_BATCHES, CIFAR10_TRAIN_BATCHES, RECORD_BYTES
-from ..cifar import check_cifar10_folder
-from ..download import ChecksumMismatchError, ExtractLimits, IncompleteDownloadError, download
-from ..download import extract_into
+from ..cifar import (
+    CIFAR10_FOLDER,
+    CIFAR10_META,
+    CIFAR10_TEST_BATCHES,
+    CIFAR10_TRAIN_BATCHES,
+    RECORD_BYTES,
+    check_cifar10_folder,
+)
+from ..download import ChecksumMismatchError, ExtractLimits, IncompleteDownloadError, download, extract_into
 from ..safe_open import make_dirs
 from .standins import standin_is_current, write_cifar10_standin, write_sr_standin
 
@@ -92,7 +97,9 @@ def _network_failure(error: Exception) -> bool:
     return isinstance(error, (urllib.error.URLError, IncompleteDownloadError, TimeoutError, ConnectionError))
 
 
-UNREACHABLE_S = 3600  # after a failed download, later notebooks say so in one line instead of trying again for this long
+UNREACHABLE_S = (
+    3600  # after a failed download, later notebooks say so in one line instead of trying again for this long
+)
 
 
 def _brief(error: Exception) -> str:

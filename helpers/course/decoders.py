@@ -32,12 +32,19 @@ def jpeg_decode_benchmark(paths: list[Path], device: torch.device, repeats: int 
                      "images_per_s": repeats * len(paths) / (time.perf_counter() - start)})  # fmt: skip
 
     # the rows do not do the same work: what each includes is said beside its rate
-    timed("PIL (Image.open + load), CPU", "reads each file, decodes, converts to RGB",
-          lambda: [load_rgb_image(p) for p in paths])
+    timed(
+        "PIL (Image.open + load), CPU",
+        "reads each file, decodes, converts to RGB",
+        lambda: [load_rgb_image(p) for p in paths],
+    )
     timed("torchvision.io.decode_jpeg, CPU", "decodes bytes already in memory", lambda: decode_jpeg(encoded))
     if device.type == "cuda":
-        timed(f"torchvision.io.decode_jpeg, {device} (nvJPEG)", "decodes bytes already in memory, output on the GPU",
-              lambda: decode_jpeg(encoded, device=device), device)
+        timed(
+            f"torchvision.io.decode_jpeg, {device} (nvJPEG)",
+            "decodes bytes already in memory, output on the GPU",
+            lambda: decode_jpeg(encoded, device=device),
+            device,
+        )
     else:
         rows.append({"decoder": "torchvision.io.decode_jpeg on CUDA", "images_per_s": None,
                      "note": "skipped: no CUDA device here"})  # fmt: skip

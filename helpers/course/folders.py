@@ -157,7 +157,9 @@ def shard_crop(size: int) -> Callable[[dict], tuple[torch.Tensor, int]]:
 def classifier(name: str) -> Callable[[], nn.Module]:
     """The model every rung feeds: torchvision's ResNet18 (ImageNet stem, for 224 px) or a small CNN (smoke runs)."""
     if name == "resnet18":
-        return lambda: torchvision.models.resnet18(num_classes=len(CIFAR_STANDIN_CLASSES)).to(memory_format=torch.channels_last)
+        return lambda: torchvision.models.resnet18(num_classes=len(CIFAR_STANDIN_CLASSES)).to(
+            memory_format=torch.channels_last
+        )
     return lambda: SmallConvNet(width=16)
 
 
@@ -222,8 +224,16 @@ def folder_ladder(
 
 
 def measure_folder_ladder(
-    folder: Path, store: ResizedStore, shards: list[Path], *, profile: Profile, device: torch.device, size: int,
-    batch: int, workers: int, model_name: str,
+    folder: Path,
+    store: ResizedStore,
+    shards: list[Path],
+    *,
+    profile: Profile,
+    device: torch.device,
+    size: int,
+    batch: int,
+    workers: int,
+    model_name: str,
 ) -> LadderRun:
     """07's ladder, built and run side by side in interleaved rounds (the one path for the notebook and any script)."""
     rungs = folder_ladder(folder, store, shards, device=device, size=size, batch=batch, workers=workers,

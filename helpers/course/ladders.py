@@ -27,13 +27,17 @@ from ..env import environment_report, format_environment_report, resolve_device,
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
 from ..loadmeter import cpu_budget, intra_op_threads
-from ..measure import PipelineProbe, count_samples, seconds_per_call, steps_in_budget
+from ..measure import PipelineProbe, seconds_per_call, steps_in_budget
 from ..models import ESPCN, build_model, describe_model
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
 from ..sr_data import LazyCropSRDataset
 from .baselines import (
-    InMemoryNaiveSRDataset, NaiveSRDataset, export_image_folder, native_size_transform, seed_post_transform,
+    InMemoryNaiveSRDataset,
+    NaiveSRDataset,
+    export_image_folder,
+    native_size_transform,
+    seed_post_transform,
 )  # fmt: skip
 from .cifar_peers import CROP_FLIP_RUNG, FFCV_AHEAD, FFCV_MISSING, FFCV_RUNG, crop_flip_build, ffcv_cifar_build
 from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
@@ -41,7 +45,6 @@ from .profiles import Profile, resolve_profile
 from .results import provenance
 from .sr_formats import png_copies
 from .verdicts import busy_summary, by_role, efficiency_cell  # noqa: F401 (by_role: ladders are read by role)
-
 
 # --- memory ---------------------------------------------------------------------------------------------------------
 
@@ -66,7 +69,6 @@ def sr_memory_by_scale(paths: list[Path], scales: tuple[int, ...] = (2, 3, 4)) -
         )
         del traditional, cache
     return rows
-
 
 
 # --- the benchmark steps -----------------------------------------------------------------------------------------
@@ -96,8 +98,9 @@ def sr_train_step(model: nn.Module, learning_rate: float = 1e-4) -> Callable[[An
 
 def classification_train_step(model: nn.Module, learning_rate: float = 0.05) -> Callable[[Any], float]:
     """The classification benchmark step: cross-entropy, SGD with momentum."""
-    return plain_train_step(model, torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9), nn.CrossEntropyLoss())
-
+    return plain_train_step(
+        model, torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9), nn.CrossEntropyLoss()
+    )
 
 
 # --- ladders -------------------------------------------------------------------------------------------------------
@@ -187,7 +190,7 @@ def run_ladder(
     try:
         with tqdm(total=rounds * len(turns), desc="ladder rounds", unit="turn") as bar:
             while done < rounds and (done < MIN_ROUNDS or (time.perf_counter() - built) * (done + 1) / done <= budget):
-                for turn in turns[done % len(turns):] + turns[: done % len(turns)]:
+                for turn in turns[done % len(turns) :] + turns[: done % len(turns)]:
                     _take_turn(turn)
                     bar.update(1)
                 done += 1
@@ -398,8 +401,14 @@ class LadderRun:
 
 
 def measure_sr_ladder(
-    paths: list[Path], *, profile: Profile, device: torch.device, scale: int = 4, hr_crop: int | None = None,
-    batch_size: int | None = None, peers: bool = False,
+    paths: list[Path],
+    *,
+    profile: Profile,
+    device: torch.device,
+    scale: int = 4,
+    hr_crop: int | None = None,
+    batch_size: int | None = None,
+    peers: bool = False,
 ) -> LadderRun:
     """02's ladder and `python -m helpers.bench sr`: the SR rungs at the profile's crop and batch, run side by side;
     with `peers` (the bench) also the lazy-crop loader on lossless PNG copies of the same images, the file format's
@@ -427,8 +436,14 @@ def cifar_image_folder(images: torch.Tensor, labels: torch.Tensor, source: Any) 
 
 
 def _cifar_peers(
-    rungs: list[Rung], images: torch.Tensor, labels: torch.Tensor, *, model: Callable[[], nn.Module],
-    device: torch.device, batch_size: int, slug: str,
+    rungs: list[Rung],
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    model: Callable[[], nn.Module],
+    device: torch.device,
+    batch_size: int,
+    slug: str,
 ) -> list[str]:
     """The bench's peers before the ceiling: the shipped crop + flip configuration, and FFCV doing the same work where
     it is installed; returns the notes to print (why there is no FFCV row)."""
@@ -443,8 +458,14 @@ def _cifar_peers(
 
 
 def measure_cifar_ladder(
-    images: torch.Tensor, labels: torch.Tensor, *, image_folder: Path, profile: Profile, device: torch.device,
-    batch_size: int | None = None, peers: bool = False,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    image_folder: Path,
+    profile: Profile,
+    device: torch.device,
+    batch_size: int | None = None,
+    peers: bool = False,
 ) -> LadderRun:
     """04's ladder and `python -m helpers.bench cifar`: the post's 224-px rung at the batch that fits, the same family
     at 32 px, and the on-device rungs, with the profile's model, run side by side; with `peers` (the bench) also the

@@ -55,5 +55,8 @@ def start_lesson(requested_profile: str = "auto", *, seed: int = 0) -> Lesson:
     device = resolve_device()
     seed_everything(seed)
     print(f"profile {profile.name} ({profile.description})")
-    print(format_environment_report(environment_report(device)) + f" | native precisions: {', '.join(native_precisions(device))}")
+    print(
+        format_environment_report(environment_report(device))
+        + f" | native precisions: {', '.join(native_precisions(device))}"
+    )
     return Lesson(profile, device)

@@ -97,7 +97,9 @@ class Profile:
 
     def label(self, text: str, *, data: str | None = None, device: object = None) -> str:
         """`text` with the data it came from and the device it ran on, marked when it is a smoke run."""
-        where = "; ".join(part for part in (f"data: {data}" if data else "", f"device: {device}" if device else "") if part)
+        where = "; ".join(
+            part for part in (f"data: {data}" if data else "", f"device: {device}" if device else "") if part
+        )
         text = f"{text} [{where}]" if where else text
         return f"[smoke run: not a measurement] {text}" if self.is_smoke else text
 

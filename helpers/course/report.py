@@ -321,8 +321,10 @@ def provenance_line(runs: list[NotebookRun], commit: dict[str, Any]) -> str:
     if load is None:
         return where
     busy = [r.name for r in runs if r.load and r.load["busy"]]
-    return where + (f"; other processes used up to {load['other_cores_max']:.1f} of {load['cores']} cores during a "
-                    f"notebook" + (f" (busy during {', '.join(busy)}: their numbers include that load)" if busy else ""))
+    return where + (
+        f"; other processes used up to {load['other_cores_max']:.1f} of {load['cores']} cores during a "
+        f"notebook" + (f" (busy during {', '.join(busy)}: their numbers include that load)" if busy else "")
+    )
 
 
 _MARKDOWN = mistune.create_markdown(escape=True, plugins=["table"])

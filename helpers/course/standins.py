@@ -13,7 +13,11 @@ from skimage import data as skdata
 
 from ..atomic import build_once
 from ..cifar import (
-    CIFAR10_META, CIFAR10_TEST_BATCHES, CIFAR10_TRAIN_BATCHES, write_cifar10_batch, write_cifar10_class_names,
+    CIFAR10_META,
+    CIFAR10_TEST_BATCHES,
+    CIFAR10_TRAIN_BATCHES,
+    write_cifar10_batch,
+    write_cifar10_class_names,
 )  # fmt: skip
 
 STANDIN_MARKER = "STANDIN.txt"

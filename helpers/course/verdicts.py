@@ -22,11 +22,22 @@ def memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_input_ratio: float
     ]
     largest = max(rows, key=lambda r: r["scale"])
     inputs = largest["input_ratio"]
-    relation = "more than" if inputs > claimed_input_ratio * 1.05 else "less than" if inputs < claimed_input_ratio * 0.95 else "about"
+    relation = (
+        "more than"
+        if inputs > claimed_input_ratio * 1.05
+        else "less than"
+        if inputs < claimed_input_ratio * 0.95
+        else "about"
+    )
     return (
         f"Traditional float32 store against the uint8 cache, same images: {'; '.join(parts)}. At x{largest['scale']} "
         f"the model inputs alone are {inputs:.0f}x the uint8 LR they encode: {relation} the {claimed_input_ratio:.0f}x "
-        "claimed" + (", because the claim counts pixels and the store holds each as a 4-byte float." if relation == "more than" else ".")
+        "claimed"
+        + (
+            ", because the claim counts pixels and the store holds each as a 4-byte float."
+            if relation == "more than"
+            else "."
+        )
     )
 
 
@@ -48,11 +59,18 @@ def decode_verdict(
         ratio = ratio_with_range(crop, crop_range, full, full_range, pick=("the crop", "the full decode"),
                                  lower_is_better=True)  # fmt: skip
         verdict = f"the crop against the full decode: {ratio}" + (
-            "; cropping saved no decoding time" if crop >= 0.7 * full else "")
+            "; cropping saved no decoding time" if crop >= 0.7 * full else ""
+        )
     else:
-        verdict = "cropping saved no decoding time" if crop >= 0.7 * full else f"cropping took {crop / full:.0%} of a full decode"
-    return (f"A 32-px crop took {_span(crop, crop_range, 2)} ms against {_span(full, full_range, 2)} ms for a full "
-            f"decode ({verdict}); afterwards PIL held {whole}.")
+        verdict = (
+            "cropping saved no decoding time"
+            if crop >= 0.7 * full
+            else f"cropping took {crop / full:.0%} of a full decode"
+        )
+    return (
+        f"A 32-px crop took {_span(crop, crop_range, 2)} ms against {_span(full, full_range, 2)} ms for a full "
+        f"decode ({verdict}); afterwards PIL held {whole}."
+    )
 
 
 def _ranges_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -73,7 +91,12 @@ def _span(value: float, spread: tuple[float, float] | None, digits: int = 0) -> 
 
 
 def ratio_with_range(
-    a: float, a_range: tuple[float, float], b: float, b_range: tuple[float, float], *, pick: tuple[str, str] | None = None,
+    a: float,
+    a_range: tuple[float, float],
+    b: float,
+    b_range: tuple[float, float],
+    *,
+    pick: tuple[str, str] | None = None,
     lower_is_better: bool = False,
 ) -> str:
     """a against b as a ratio with its range (lowest over highest to highest over lowest); when the two ranges overlap
@@ -190,7 +213,8 @@ def ladder_verdict(rows: Sequence[dict[str, Any]], *, first: str = "seed post") 
             + ", ".join(f"'{r['name']}' {_span(*_rate(r, 'fed_samples_per_s'))}" for r in same_model)
             + f" samples/s; the fastest, '{fast['name']}', against the next, '{runner_up['name']}': {ratio}. "
             "Pipeline efficiency (fed / pre-made): "
-            + "; ".join(f"'{r['name']}' {efficiency_text(r)}" for r in same_model) + "."
+            + "; ".join(f"'{r['name']}' {efficiency_text(r)}" for r in same_model)
+            + "."
         )
     lines += noise
     for note in dict.fromkeys(r["model_note"] for r in rows if r["model_note"]):
@@ -251,7 +275,9 @@ def _claim_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
                 f"{2 * cores}–{4 * cores} workers" + ("" if claimed else " (the profile's cap on workers)") + ".")  # fmt: skip
     c, f = max(claimed, key=lambda r: r["samples_per_s"]), max(fewer, key=lambda r: r["samples_per_s"])
     if _overlap(c, f):
-        outcome = f"within the noise here: its best, {_setting(c)}, {_sweep_rate(c)}, against {_setting(f)}, {_sweep_rate(f)}"
+        outcome = (
+            f"within the noise here: its best, {_setting(c)}, {_sweep_rate(c)}, against {_setting(f)}, {_sweep_rate(f)}"
+        )
     elif c["samples_per_s"] > f["samples_per_s"]:
         outcome = (f"supported here: {_setting(c)} gave {_sweep_rate(c)}, "
                    f"{ratio_text(c['samples_per_s'] / f['samples_per_s'])} the best with fewer workers ({_setting(f)}, {_sweep_rate(f)})")  # fmt: skip
@@ -302,21 +328,28 @@ def sweep_ladder_verdict(
         fed = rung["fed_samples_per_s"]
         rung_range = rung.get("fed_samples_per_s_range") or (fed, fed)
         agree = _ranges_overlap(rung_range, _spread(row))
-        parts.append(f"'{name}' {fed:.0f} samples/s in the ladder against {_sweep_rate(row)} in the sweep ({_setting(row)}): "
-                     + ("they agree within the noise" if agree else ratio_text(row["samples_per_s"] / fed)))
+        parts.append(
+            f"'{name}' {fed:.0f} samples/s in the ladder against {_sweep_rate(row)} in the sweep ({_setting(row)}): "
+            + ("they agree within the noise" if agree else ratio_text(row["samples_per_s"] / fed))
+        )
         if not agree:
             differ.append((rung, row))
     text = "End to end, the ladder and the sweep on the same settings: " + "; ".join(parts) + "."
     if differ:
         rung, row = differ[0]
         threads, rung_threads = row.get("intra_op_threads") or ladder_threads, rung.get("threads") or ladder_threads
-        text += (f" What differs between the two measurements: the ladder gave each rung {rung['rounds']} turn(s) of "
-                 f"{rung['steps_per_turn']} step(s) between the other rungs' turns, its workers kept alive across "
-                 "them; "
-                 f"the sweep starts a fresh loader for each of its {len(row['runs'])} turn(s)"
-                 + (f", and ran with {threads} intra-op thread(s) against the ladder's {rung_threads}"
-                    if threads != rung_threads else "")
-                 + "; and the two ran at different times, under whatever load the machine had then.")
+        text += (
+            f" What differs between the two measurements: the ladder gave each rung {rung['rounds']} turn(s) of "
+            f"{rung['steps_per_turn']} step(s) between the other rungs' turns, its workers kept alive across "
+            "them; "
+            f"the sweep starts a fresh loader for each of its {len(row['runs'])} turn(s)"
+            + (
+                f", and ran with {threads} intra-op thread(s) against the ladder's {rung_threads}"
+                if threads != rung_threads
+                else ""
+            )
+            + "; and the two ran at different times, under whatever load the machine had then."
+        )
     return text
 
 
@@ -349,7 +382,11 @@ def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence
 
 
 def seed_claim_verdict(
-    rows: Sequence[dict[str, Any]], *, claimed_before: float, claimed_after: float, before: str = "seed post",
+    rows: Sequence[dict[str, Any]],
+    *,
+    claimed_before: float,
+    claimed_after: float,
+    before: str = "seed post",
     after: str = "lazy crop",
 ) -> str:
     """02: the post's before/after measured here (the rungs with roles `before` and `after`): like for like first (the
@@ -360,9 +397,11 @@ def seed_claim_verdict(
                              pick=(new["name"], old["name"]))  # fmt: skip
     fed = ratio_with_range(*_rate(new, "fed_samples_per_s"), *_rate(old, "fed_samples_per_s"),
                            pick=(new["name"], old["name"]))  # fmt: skip
-    mixed = " (the 'before' rung trains a model on HR-size inputs, so these two mix loader and model)" if (
-        old["model_note"] != new["model_note"]
-    ) else ""
+    mixed = (
+        " (the 'before' rung trains a model on HR-size inputs, so these two mix loader and model)"
+        if (old["model_note"] != new["model_note"])
+        else ""
+    )
     return (
         f"Loader alone, like for like: '{new['name']}' {_span(*_rate(new, 'loader_samples_per_s'))} samples/s against "
         f"{_span(*_rate(old, 'loader_samples_per_s'))} for '{old['name']}', {alone}. Pipeline efficiency "
@@ -409,8 +448,10 @@ def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice:
     ranking = f"The fastest step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
         f", within the noise of {', '.join(tied)}" if tied else "")  # fmt: skip
     chosen = f" The choice, from these same timings of the native precisions: {choice.reason}." if choice else ""
-    return (f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
-            f"{losses}.{chosen}")
+    return (
+        f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
+        f"{losses}.{chosen}"
+    )
 
 
 def _median_and_range(value: Any) -> tuple[float, tuple[float, float] | None]:
@@ -460,8 +501,10 @@ def loader_pair_verdict(rows: Sequence[tuple[str, Sequence[float]]], *, device: 
     (first, a), (second, b) = rows
     a_rate, b_rate = statistics.median(a), statistics.median(b)
     ratio = ratio_with_range(b_rate, (min(b), max(b)), a_rate, (min(a), max(a)), pick=(second, first))
-    return (f"On {device}, '{second}' delivered {_span(b_rate, (min(b), max(b)))} samples/s against "
-            f"{_span(a_rate, (min(a), max(a)))} for '{first}' (medians of {len(a)} interleaved repeats): {ratio}.")
+    return (
+        f"On {device}, '{second}' delivered {_span(b_rate, (min(b), max(b)))} samples/s against "
+        f"{_span(a_rate, (min(a), max(a)))} for '{first}' (medians of {len(a)} interleaved repeats): {ratio}."
+    )
 
 
 def sr_verdict(gains: Sequence[float], *, data: str) -> str:
@@ -499,20 +542,30 @@ def pipelines_claim_verdict(measured: dict[str, Any], *, claimed_before: float, 
 
 
 def same_steps_verdict(
-    *, post_rates: Sequence[float], course_rates: Sequence[float], post_px: int, course_px: int, post_batch: int,
-    course_batch: int, same_network: bool
+    *,
+    post_rates: Sequence[float],
+    course_rates: Sequence[float],
+    post_px: int,
+    course_px: int,
+    post_batch: int,
+    course_batch: int,
+    same_network: bool,
 ) -> str:
     """06: the post's set-up against the course's over the same steps (medians over interleaved rounds, with ranges),
     what differs between them besides the loader, and the pixel ratio of their inputs."""
     post, course = statistics.median(post_rates), statistics.median(course_rates)
     post_range, course_range = (min(post_rates), max(post_rates)), (min(course_rates), max(course_rates))
     ratio = ratio_with_range(course, course_range, post, post_range, pick=("the course's", "the post's"))
-    differs = ["the loader", f"the input size ({post_px} px against {course_px}: {(post_px / course_px) ** 2:.0f}x the "
-               "pixels per image)"]
+    differs = [
+        "the loader",
+        f"the input size ({post_px} px against {course_px}: {(post_px / course_px) ** 2:.0f}x the pixels per image)",
+    ]
     if not same_network:
         positions = (post_px / 4 / course_px) ** 2  # the ImageNet stem (stride-2 conv, stride-2 pool) divides by 4
-        differs.append(f"the network (the post's ImageNet-stem resnet18, which downsamples by 4 before its first block, "
-                       f"so its blocks see {positions:.1f}x the positions the CIFAR-stem one's see)")
+        differs.append(
+            f"the network (the post's ImageNet-stem resnet18, which downsamples by 4 before its first block, "
+            f"so its blocks see {positions:.1f}x the positions the CIFAR-stem one's see)"
+        )
     if post_batch != course_batch:
         differs.append(f"the batch ({post_batch} against {course_batch})")
     return (
@@ -586,8 +639,12 @@ def census_verdict(
     return (
         f"{at_claim} of {total} images are {claimed[0]}x{claimed[1]}; {standard_count} have the standard BSDS300 "
         f"sizes ({sizes}); {len({(w, h) for (w, h, _, _) in census})} different sizes in all."
-    ) + (" The stand-in was cut to BSDS300's sizes wherever its photographs are large enough, so on it this census "
-         "cannot test the claim: the real BSDS300 can." if standin else "")
+    ) + (
+        " The stand-in was cut to BSDS300's sizes wherever its photographs are large enough, so on it this census "
+        "cannot test the claim: the real BSDS300 can."
+        if standin
+        else ""
+    )
 
 
 def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, unit: str = "batches/s") -> str:
@@ -603,8 +660,11 @@ def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, uni
     best = max(rows, key=lambda r: r["batches_per_s"])
     tied = [r["name"] for r in rows if r is not best and _ranges_overlap(r["range"], best["range"])]
     pick = f"The fastest median is '{best['name']}', {best['batches_per_s']:.1f} {unit}"
-    pick += (f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner over "
-             f"{best['rounds']} rounds." if tied else f", clear of every other row over {best['rounds']} rounds.")
+    pick += (
+        f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner over {best['rounds']} rounds."
+        if tied
+        else f", clear of every other row over {best['rounds']} rounds."
+    )
     return f"{what}, against '{base['name']}' ({base['batches_per_s']:.1f} {unit}): " + "; ".join(parts) + ". " + pick
 
 
@@ -617,8 +677,10 @@ def wait_verdict(summaries: dict[str, dict[str, float]], *, claimed_fraction: fl
     worst_name, worst = max(summaries.items(), key=lambda item: item[1]["wait_fraction"])
     relation = ("more than" if worst["wait_fraction"] > claimed_fraction + 0.05
                 else "less than" if worst["wait_fraction"] < claimed_fraction - 0.05 else "about")  # fmt: skip
-    return (f"Over {worst['steps']:.0f} timed steps each: " + "; ".join(parts) + f". The most starved, '{worst_name}', "
-            f"waited {relation} the {claimed_fraction:.0%} the BSD100 post reports for its own loader and GPU.")
+    return (
+        f"Over {worst['steps']:.0f} timed steps each: " + "; ".join(parts) + f". The most starved, '{worst_name}', "
+        f"waited {relation} the {claimed_fraction:.0%} the BSD100 post reports for its own loader and GPU."
+    )
 
 
 def resize_verdict(rows: Sequence[dict[str, Any]], *, scale: int, published_gap_db: float) -> str:
@@ -626,26 +688,40 @@ def resize_verdict(rows: Sequence[dict[str, Any]], *, scale: int, published_gap_
     the library, against the smallest gap between two published methods."""
     measured = [r for r in rows if r["lr_psnr_vs_matlab"] is not None and not r["way"].startswith("MATLAB")]
     missing = [f"{r['way']}: {r['note']}" for r in rows if r["lr_psnr_vs_matlab"] is None]
-    parts = [f"{r['way']} {r['lr_psnr_vs_matlab']:.1f} dB" for r in sorted(measured, key=lambda r: -r["lr_psnr_vs_matlab"])]
+    parts = [
+        f"{r['way']} {r['lr_psnr_vs_matlab']:.1f} dB" for r in sorted(measured, key=lambda r: -r["lr_psnr_vs_matlab"])
+    ]
     baselines = [r["baseline_psnr"] for r in rows if r["baseline_psnr"] is not None]
     spread = max(baselines) - min(baselines)
-    text = (f"x{scale} LR images made from the same HR, PSNR-Y against MATLAB's LR (higher: closer to the protocol): "
-            + "; ".join(parts) + f". The bicubic baseline computed from each LR spans {spread:.2f} dB, "
-            + (f"more than the {published_gap_db:.2f} dB between the two closest published methods: a row scored on LR "
-               "from another library than the test set's would not compare with the table."
-               if spread > published_gap_db else f"less than the {published_gap_db:.2f} dB between the two closest "
-               "published methods: on these images the library would not reorder the table."))
+    text = (
+        f"x{scale} LR images made from the same HR, PSNR-Y against MATLAB's LR (higher: closer to the protocol): "
+        + "; ".join(parts)
+        + f". The bicubic baseline computed from each LR spans {spread:.2f} dB, "
+        + (
+            f"more than the {published_gap_db:.2f} dB between the two closest published methods: a row scored on LR "
+            "from another library than the test set's would not compare with the table."
+            if spread > published_gap_db
+            else f"less than the {published_gap_db:.2f} dB between the two closest "
+            "published methods: on these images the library would not reorder the table."
+        )
+    )
     return text + (" Not measured: " + "; ".join(missing) + "." if missing else "")
 
 
 def amp_memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_before_gb: float, claimed_after_gb: float) -> str:
     """05 (CUDA): peak device memory under autocast against fp32, against the post's claimed drop."""
     fp32 = next(r for r in rows if r["precision"] == "fp32")
-    parts = [f"{r['precision']} {r['peak_mib']:.0f} MiB ({r['peak_mib'] / fp32['peak_mib']:.2f}x fp32)"
-             for r in rows if r is not fp32]
+    parts = [
+        f"{r['precision']} {r['peak_mib']:.0f} MiB ({r['peak_mib'] / fp32['peak_mib']:.2f}x fp32)"
+        for r in rows
+        if r is not fp32
+    ]
     claimed = claimed_after_gb / claimed_before_gb
-    return (f"Peak device memory of two training steps: fp32 {fp32['peak_mib']:.0f} MiB; " + "; ".join(parts)
-            + f". The BSD100 post claims {claimed_before_gb} GB -> {claimed_after_gb} GB ({claimed:.2f}x) for its model.")
+    return (
+        f"Peak device memory of two training steps: fp32 {fp32['peak_mib']:.0f} MiB; "
+        + "; ".join(parts)
+        + f". The BSD100 post claims {claimed_before_gb} GB -> {claimed_after_gb} GB ({claimed:.2f}x) for its model."
+    )
 
 
 def allocator_verdict(rows: Sequence[dict[str, Any]]) -> str:
@@ -654,9 +730,14 @@ def allocator_verdict(rows: Sequence[dict[str, Any]]) -> str:
     by = {r["what"]: r for r in rows}
     made, freed, emptied = by["a 256 MiB tensor allocated"], by["after del"], by["after del, then empty_cache()"]
     loops = [r for r in rows if "forward passes" in r["what"]]
-    growth = [f"{r['what'].split(', ', 1)[1]}: {r['allocated_mib'] - emptied['allocated_mib']:+.0f} MiB allocated"
-              for r in loops]
-    return (f"del returned {made['allocated_mib'] - freed['allocated_mib']:.0f} MiB to PyTorch's cache (reserved "
-            f"memory changed by {freed['reserved_mib'] - made['reserved_mib']:+.0f} MiB); empty_cache() then gave "
-            f"{freed['reserved_mib'] - emptied['reserved_mib']:.0f} MiB back to the driver. Over the steps: "
-            + "; ".join(growth) + ".")
+    growth = [
+        f"{r['what'].split(', ', 1)[1]}: {r['allocated_mib'] - emptied['allocated_mib']:+.0f} MiB allocated"
+        for r in loops
+    ]
+    return (
+        f"del returned {made['allocated_mib'] - freed['allocated_mib']:.0f} MiB to PyTorch's cache (reserved "
+        f"memory changed by {freed['reserved_mib'] - made['reserved_mib']:+.0f} MiB); empty_cache() then gave "
+        f"{freed['reserved_mib'] - emptied['reserved_mib']:.0f} MiB back to the driver. Over the steps: "
+        + "; ".join(growth)
+        + "."
+    )

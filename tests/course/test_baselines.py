@@ -8,7 +8,10 @@ from helpers.sr_data import bicubic_downscale
 
 
 def test_naive_rungs_align(photo_dir):
-    for dataset in (NaiveSRDataset(photo_dir, scale=4, hr_crop=64, seed=0), InMemoryNaiveSRDataset(photo_dir, scale=4, hr_crop=64, seed=0)):
+    for dataset in (
+        NaiveSRDataset(photo_dir, scale=4, hr_crop=64, seed=0),
+        InMemoryNaiveSRDataset(photo_dir, scale=4, hr_crop=64, seed=0),
+    ):
         for index in range(len(dataset)):
             upscaled, hr = dataset[index]
             assert upscaled.shape == hr.shape == (3, 64, 64)

@@ -41,8 +41,11 @@ def _resize_row(way, against, baseline):
 
 
 def test_resize_verdict_compares_the_baseline_spread_with_the_published_gap():
-    rows = [_resize_row("MATLAB imresize (the protocol)", float("inf"), 26.0), _resize_row("a", 40.0, 25.9),
-            _resize_row("b", 30.0, 25.5)]
+    rows = [
+        _resize_row("MATLAB imresize (the protocol)", float("inf"), 26.0),
+        _resize_row("a", 40.0, 25.9),
+        _resize_row("b", 30.0, 25.5),
+    ]
     text = resize_verdict(rows, scale=4, published_gap_db=0.08)
     assert "a 40.0 dB; b 30.0 dB" in text and "spans 0.50 dB, more than the 0.08 dB" in text
     close = resize_verdict(rows[:2], scale=4, published_gap_db=0.2)
@@ -50,15 +53,20 @@ def test_resize_verdict_compares_the_baseline_spread_with_the_published_gap():
 
 
 def test_amp_and_allocator_verdicts_read_their_rows():
-    text = amp_memory_verdict([{"precision": "fp32", "peak_mib": 1000}, {"precision": "bf16", "peak_mib": 600}],
-                              claimed_before_gb=9.8, claimed_after_gb=5.2)
+    text = amp_memory_verdict(
+        [{"precision": "fp32", "peak_mib": 1000}, {"precision": "bf16", "peak_mib": 600}],
+        claimed_before_gb=9.8,
+        claimed_after_gb=5.2,
+    )
     assert "fp32 1000 MiB" in text and "bf16 600 MiB (0.60x fp32)" in text and "(0.53x)" in text
-    rows = [{"what": "start", "allocated_mib": 0, "reserved_mib": 0},
-            {"what": "a 256 MiB tensor allocated", "allocated_mib": 256, "reserved_mib": 256},
-            {"what": "after del", "allocated_mib": 0, "reserved_mib": 256},
-            {"what": "after del, then empty_cache()", "allocated_mib": 0, "reserved_mib": 0},
-            {"what": "8 forward passes, losses kept with their graphs", "allocated_mib": 90, "reserved_mib": 100},
-            {"what": "8 forward passes, losses kept detached", "allocated_mib": 92, "reserved_mib": 100}]
+    rows = [
+        {"what": "start", "allocated_mib": 0, "reserved_mib": 0},
+        {"what": "a 256 MiB tensor allocated", "allocated_mib": 256, "reserved_mib": 256},
+        {"what": "after del", "allocated_mib": 0, "reserved_mib": 256},
+        {"what": "after del, then empty_cache()", "allocated_mib": 0, "reserved_mib": 0},
+        {"what": "8 forward passes, losses kept with their graphs", "allocated_mib": 90, "reserved_mib": 100},
+        {"what": "8 forward passes, losses kept detached", "allocated_mib": 92, "reserved_mib": 100},
+    ]
     text = allocator_verdict(rows)
     assert "del returned 256 MiB" in text and "changed by +0 MiB" in text and "gave 256 MiB back" in text
     assert "losses kept with their graphs: +90 MiB" in text and "losses kept detached: +92 MiB" in text

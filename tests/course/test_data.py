@@ -16,8 +16,14 @@ import pytest
 
 from helpers.cifar import RECORD_BYTES, cifar10_class_names, load_cifar10
 from helpers.course import data
-from helpers.course.data import DATA_DIR_ENV_VAR, DatasetLayoutError, bsds300_split, data_root, prepare_bsds300
-from helpers.course.data import prepare_cifar10
+from helpers.course.data import (
+    DATA_DIR_ENV_VAR,
+    DatasetLayoutError,
+    bsds300_split,
+    data_root,
+    prepare_bsds300,
+    prepare_cifar10,
+)
 from helpers.download import ChecksumMismatchError, IncompleteDownloadError
 
 from ..conftest import jpeg_bytes, tar_bytes

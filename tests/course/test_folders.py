@@ -10,7 +10,13 @@ from torchvision.datasets import ImageFolder
 
 from helpers.course.cifar_peers import FFCV_MISSING, crop_flip_build, ffcv_cifar_build
 from helpers.course.folders import (
-    FOLDER_MARKER, OnDevice, finish_on_device, optional_rows, rung_verdicts, storage_verdict, write_jpeg_folder_standin,
+    FOLDER_MARKER,
+    OnDevice,
+    finish_on_device,
+    optional_rows,
+    rung_verdicts,
+    storage_verdict,
+    write_jpeg_folder_standin,
 )  # fmt: skip
 from helpers.course.profiles import PROFILES
 from helpers.course.sr_formats import MARKER, png_copies, same_pixels

@@ -40,7 +40,7 @@ def test_bench_cli_writes_the_ladder_json(tmp_path, monkeypatch, capsys):
     assert rungs[0]["name"].startswith("naive: pre-upscaled files from disk") and rungs[0]["role"] == "seed post"
     assert any("lazy" in r["name"] for r in rungs)
     for rung in rungs:
-        assert rung["loader_samples_per_s"] > 0 and 0 < rung["pipeline_efficiency"] and rung["load"]["cores"] >= 1
+        assert rung["loader_samples_per_s"] > 0 and rung["pipeline_efficiency"] > 0 and rung["load"]["cores"] >= 1
     assert payload["profile"] == "smoke" and payload["device"] == "cpu" and "dirty" in payload and "commit" in payload
     assert payload["load"]["cores"] >= 1
     assert "| rung |" in capsys.readouterr().out

@@ -45,6 +45,8 @@ def test_a_run_cut_by_its_cap_says_so_beside_its_score():
 
     recipe = SimpleNamespace(steps=100, expected_s=20.0, time_limit_s=60.0)
     whole = run_summary([{"optimizer_steps": 100, "trained_seconds": 21.0, "time_capped": False}], recipe)
-    assert whole.startswith("100 of 100 planned optimizer steps in 21 s (calibrated: about 20 s)") and "CUT" not in whole
+    assert (
+        whole.startswith("100 of 100 planned optimizer steps in 21 s (calibrated: about 20 s)") and "CUT" not in whole
+    )
     cut = run_summary([{"optimizer_steps": 61, "trained_seconds": 60.0, "time_capped": True}], recipe)
     assert "61 of 100 planned" in cut and "CUT BY THE TIME CAP of 60 s" in cut

@@ -43,7 +43,9 @@ def test_runner_executes_and_reports(tmp_path, monkeypatch):
     assert good.ok and good.executed_cells == good.code_cells == 3
     executed = nbformat.read(good.executed_path, as_version=4)
     assert executed.cells[1].outputs[0].text.strip() == "42"
-    bad = execute_notebook(_notebook(tmp_path / "01_bad.ipynb", ["assert 1 == 2, 'broken lesson'", "y = 1"]), tmp_path / "out")
+    bad = execute_notebook(
+        _notebook(tmp_path / "01_bad.ipynb", ["assert 1 == 2, 'broken lesson'", "y = 1"]), tmp_path / "out"
+    )
     assert not bad.ok and "broken lesson" in bad.error
     environment = {"torch": "t", "torchvision": "v", "kornia": "k", "device": "cpu", "device_name": "x",
                    "cpu_cores": 2, "python": "3"}  # fmt: skip

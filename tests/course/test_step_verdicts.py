@@ -15,12 +15,19 @@ def test_precision_verdict_gives_the_ratio_interval_and_the_choice_from_the_same
     text = verdicts.precision_verdict(results, device="cpu", choice=choice)
     assert "bf16 0.91x (less) the fp32 step time (range 0.69–1.20x; within the noise)" in text
     assert "The fastest step was bf16 (10.0 ms), within the noise of fp32" in text
-    assert text.endswith(f"{choice.reason}.") and "fp32: the ranges of bf16 and fp32 overlap over 3 interleaved rounds" in text
+    assert (
+        text.endswith(f"{choice.reason}.")
+        and "fp32: the ranges of bf16 and fp32 overlap over 3 interleaved rounds" in text
+    )
 
 
 def test_channels_last_verdict_with_ranges_says_within_the_noise_only_when_they_overlap():
-    clear = verdicts.channels_last_verdict({("NCHW", "fp32"): [20.0, 21.0, 22.0], ("channels_last", "fp32"): [9.0, 10.0, 11.0]})
+    clear = verdicts.channels_last_verdict(
+        {("NCHW", "fp32"): [20.0, 21.0, 22.0], ("channels_last", "fp32"): [9.0, 10.0, 11.0]}
+    )
     assert "NCHW step 2.1x the channels_last step (range 1.82–2.44x)" in clear and "noise" not in clear
-    noisy = verdicts.channels_last_verdict({("NCHW", "fp32"): [9.0, 12.0, 20.0], ("channels_last", "fp32"): [10.0, 11.0, 15.0]})
+    noisy = verdicts.channels_last_verdict(
+        {("NCHW", "fp32"): [9.0, 12.0, 20.0], ("channels_last", "fp32"): [10.0, 11.0, 15.0]}
+    )
     assert "within the noise" in noisy
     assert "1.3x the" in verdicts.channels_last_verdict({("NCHW", "fp32"): 13.0, ("channels_last", "fp32"): 10.0})

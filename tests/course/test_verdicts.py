@@ -46,8 +46,14 @@ def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
             _sweep_row(2, 45, [44, 47], threads=1, compute=52.0)]  # fmt: skip
     text = verdicts.sweep_verdict(rows, cores=2)
     assert text.startswith("End to end") and "1 worker, 1 intra-op thread, prefetch 2: 50 samples/s" in text
-    assert "with 1 thread, 35.5 ms per step within the cores (35.0–36.0) against 52.0 (52.0–52.0) past them: slower" in text
-    assert "with 2 threads, 20.0 ms per step within the cores (20.0–20.0) against 41.0 (41.0–41.0) past them: slower" in text
+    assert (
+        "with 1 thread, 35.5 ms per step within the cores (35.0–36.0) against 52.0 (52.0–52.0) past them: slower"
+        in text
+    )
+    assert (
+        "with 2 threads, 20.0 ms per step within the cores (20.0–20.0) against 41.0 (41.0–41.0) past them: slower"
+        in text
+    )
 
 
 def test_sweep_verdict_tests_two_to_four_times_the_cores():
@@ -64,12 +70,13 @@ def test_sweep_and_ladder_agree_or_say_what_differs():
               {"name": "tuned", "fed_samples_per_s": 90, "rounds": 5, "steps_per_turn": 7}]  # fmt: skip
     pairs = [("plain", {"num_workers": 0}), ("tuned", {"num_workers": 2, "prefetch_factor": 4})]
     text = verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs, ladder_threads=2)
-    assert "'plain' 101 samples/s in the ladder against 100 samples/s (95–105)" in text and "agree within the noise" in text
+    assert (
+        "'plain' 101 samples/s in the ladder against 100 samples/s (95–105)" in text
+        and "agree within the noise" in text
+    )
     assert "'tuned' 90 samples/s in the ladder against 60 samples/s (58–62) in the sweep" in text
     assert "What differs" in text and "ran with 1 intra-op thread(s) against the ladder's 2" in text
     assert "What differs" not in verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs[:1], ladder_threads=2)
-
-
 
 
 def test_ladder_verdict_compares_end_to_end_only_among_rungs_with_the_same_model():
@@ -83,7 +90,9 @@ def test_ladder_verdict_compares_end_to_end_only_among_rungs_with_the_same_model
     assert "'lazy' 151 (148–154), 'cache' 241 (236–246) samples/s" in text
     assert "the fastest, 'cache', against the next, 'lazy': 1.6x (range 1.53–1.66x)" in text
     assert "'traditional' 12" not in text
-    assert "'traditional' feeds another model: HR-size inputs" in text and "'cache' 300.0x (range 288.24–312.24x)" in text
+    assert (
+        "'traditional' feeds another model: HR-size inputs" in text and "'cache' 300.0x (range 288.24–312.24x)" in text
+    )
 
 
 def test_every_ladder_ratio_carries_its_range_and_rows_are_found_by_role_not_position():
@@ -130,9 +139,11 @@ def test_overlapping_ranges_read_within_the_noise_with_the_candidate_it_would_pi
 
 def test_an_efficiency_above_one_never_stands_as_a_number():
     assert verdicts.efficiency_text({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}) == (
-        "1.0 within the noise (measured 1.38, range 1.10–1.58)")
+        "1.0 within the noise (measured 1.38, range 1.10–1.58)"
+    )
     assert verdicts.efficiency_cell({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}).startswith(
-        "1.0 within noise (measured 1.38")
+        "1.0 within noise (measured 1.38"
+    )
     within = verdicts.efficiency_text({"pipeline_efficiency": 0.97, "efficiency_range": (0.95, 1.04)})
     assert within == "0.97 (0.95–1.04; above 1 only by noise), as fast as pre-made batches within the noise"
 
@@ -154,8 +165,10 @@ def test_a_ceiling_that_measures_slower_than_what_it_bounds_is_noise_not_a_ranki
     # the contradiction a reader found: the ceiling fed 1,104 samples/s against 2,495 for the rung it bounds, and the
     # verdict called the augmented one "2.3x the next"
     text = verdicts.ladder_verdict(_cifar_rows(ceiling_fed=1104), first="native size")
-    assert "The ceiling 'ceiling' measured slower than 'kornia', which it bounds (end to end 1104 against 2495 " \
-           "samples/s): that difference is this machine's noise, not a ranking." in text
+    assert (
+        "The ceiling 'ceiling' measured slower than 'kornia', which it bounds (end to end 1104 against 2495 "
+        "samples/s): that difference is this machine's noise, not a ranking." in text
+    )
     assert "the fastest, 'kornia', against the next, 'pil32'" in text and "'ceiling' 1104" not in text
     fine = verdicts.ladder_verdict(_cifar_rows(), first="native size")
     assert "measured slower" not in fine and "the fastest, 'ceiling', against the next, 'kornia'" in fine
@@ -170,11 +183,15 @@ def test_a_busy_block_says_so_in_the_verdict_and_the_table():
         row["loader_vs_first"], row["data_wait_ms"], row["compute_ms"], row["premade_step_ms"] = 1.0, 1.0, 2.0, 2.0
         row["rounds"] = 3
     rows[2]["load"] = {"other_cores": 0.8, "cores": 2, "busy": True}
-    assert "Measured on a busy machine (other processes used 0.8 of 2 cores during the measurements of 'kornia')" \
+    assert (
+        "Measured on a busy machine (other processes used 0.8 of 2 cores during the measurements of 'kornia')"
         in verdicts.ladder_verdict(rows, first="native size")
+    )
     table = ladder_table(rows)
-    assert "measured on a busy machine: other processes used 0.8 of 2 cores during the measurements of 'kornia'" \
-        in table and "'post'" not in table.split("busy machine")[1]
+    assert (
+        "measured on a busy machine: other processes used 0.8 of 2 cores during the measurements of 'kornia'" in table
+        and "'post'" not in table.split("busy machine")[1]
+    )
     for row in rows:
         row["load_note"], row["load"] = "busy", {"other_cores": row["pipeline_efficiency"], "cores": 2, "busy": True}
     assert "other processes used 0.4–1.0 of 2 cores during the measurements of every rung" in ladder_table(rows)
@@ -202,7 +219,12 @@ def test_loader_pair_verdict_gives_the_ratio_with_its_range_or_the_noise():
 def test_same_steps_verdict_names_everything_the_two_set_ups_differ_in():
     text = verdicts.same_steps_verdict(post_rates=[2.0, 2.2, 1.9], course_rates=[30.0, 28.0, 31.0], post_px=224,
                                        course_px=32, post_batch=8, course_batch=32, same_network=False)  # fmt: skip
-    assert "15.0x (range 12.73–16.32x)" in text and "ImageNet-stem" in text and "batch (8 against 32)" in text and "49x the pixels" in text
+    assert (
+        "15.0x (range 12.73–16.32x)" in text
+        and "ImageNet-stem" in text
+        and "batch (8 against 32)" in text
+        and "49x the pixels" in text
+    )
     assert "not the loader's alone" in text and "3.1x the positions" in text  # (224/4)^2 against 32^2
 
 

@@ -35,8 +35,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 # The notebook panel of `path`, found among Lab's main-area widgets (window.jupyterapp: --LabApp.expose_app_in_browser).
-FIND_PANEL = "path => Array.from(window.jupyterapp.shell.widgets('main')).find(w => w.context && w.context.path === path)"
-STATE = """async path => {
+FIND_PANEL = (
+    "path => Array.from(window.jupyterapp.shell.widgets('main')).find(w => w.context && w.context.path === path)"
+)
+STATE = (
+    """async path => {
   const panel = (%s)(path);
   const cells = [];
   const model = panel.content.model;
@@ -51,22 +54,30 @@ STATE = """async path => {
   return {cells, kernel: session && session.kernel ? session.kernel.name : null,
           status: session && session.kernel ? session.kernel.status : null,
           display: panel.sessionContext.kernelDisplayName, done: window.__runAllDone === path};
-}""" % FIND_PANEL
-RUN_ALL = """async path => {
+}"""
+    % FIND_PANEL
+)
+RUN_ALL = (
+    """async path => {
   const panel = (%s)(path);
   window.jupyterapp.shell.activateById(panel.id);
   await panel.sessionContext.ready;
   window.__runAllDone = null;
   window.jupyterapp.commands.execute('notebook:run-all-cells').then(() => { window.__runAllDone = path; });
-}""" % FIND_PANEL
-ASK_KERNEL = """async ([path, code]) => {
+}"""
+    % FIND_PANEL
+)
+ASK_KERNEL = (
+    """async ([path, code]) => {
   const panel = (%s)(path);
   const future = panel.sessionContext.session.kernel.requestExecute({code, store_history: false});
   let text = '';
   future.onIOPub = msg => { if (msg.header.msg_type === 'stream') text += msg.content.text; };
   await future.done;
   return text;
-}""" % FIND_PANEL
+}"""
+    % FIND_PANEL
+)
 
 
 def _free_port() -> int:

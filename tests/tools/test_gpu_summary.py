@@ -142,6 +142,8 @@ def test_the_summary_records_profile_device_and_each_benchmarks_load(work, monke
     summary = gpu_summary.collect(work, dry_run=False, wall_seconds=470, host=GPU_HOST)
     assert summary["profile"] == "full" and summary["device"] == "NVIDIA H200" and summary["load"] == {"sr": load}
     page = gpu_summary.markdown(summary)
-    assert "- **Profile**: full; **device**: NVIDIA H200; **load**: sr: other processes used up to 0.8 of 16 cores " \
-           "(busy: its numbers include that load)" in page
+    assert (
+        "- **Profile**: full; **device**: NVIDIA H200; **load**: sr: other processes used up to 0.8 of 16 cores "
+        "(busy: its numbers include that load)" in page
+    )
     assert "| decoded uint8 cache, batch crops | 41,234 | 52.1 | 20,000 | 0.97 |" in page

