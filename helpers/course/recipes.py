@@ -252,6 +252,18 @@ def run_summary(history: list[dict[str, Any]], recipe: Recipe) -> str:
     return text
 
 
+def result_sentence(last: dict[str, Any], *, task: str) -> str:
+    """The run's score as a sentence, against what it means: PSNR-Y over the bicubic baseline, or top-1 over chance."""
+    loss = f"final training loss {float(last['train_loss']):.3f}"
+    if task == "sr":
+        gain = last["psnr_y"] - last["bicubic_psnr_y"] if "bicubic_psnr_y" in last else None
+        against = f", {gain:+.2f} dB against MATLAB's bicubic" if gain is not None else ""
+        return f"PSNR-Y {last['psnr_y']:.2f} dB on the test images{against}; {loss}"
+    top1, chance = last["top1"], 0.1
+    relation = "above" if top1 > chance + 0.05 else "below" if top1 < chance - 0.05 else "about"
+    return f"top-1 {top1:.1%} on the held-out images, {relation} the {chance:.0%} of chance (10 classes); {loss}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m helpers.train sr|cifar [--profile P] [--checkpoint-dir D] [--resume] [--scale S]."""
     parser = argparse.ArgumentParser(
@@ -288,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         cleanup_distributed()
-    last = history[-1]
-    shown = {k: round(v, 4) for k, v in last.items() if isinstance(v, float) and not k.startswith("per_image")}
-    say(profile.label(f"after {run_summary(history, recipe)}: {shown}"))
+    say(profile.label(f"after {run_summary(history, recipe)}: {result_sentence(history[-1], task=args.task)}"))
+    if profile.is_smoke:
+        say("a smoke run trains a few steps to show that the command, the data and every rank work; its score says "
+            "nothing about what the model learns (run --profile cpu or full for that)")
     say(f"history: {folder / 'history.json'}; checkpoint: {folder / 'last.pt'}")
     return 0

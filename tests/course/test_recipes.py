@@ -50,3 +50,13 @@ def test_a_run_cut_by_its_cap_says_so_beside_its_score():
     )
     cut = run_summary([{"optimizer_steps": 61, "trained_seconds": 60.0, "time_capped": True}], recipe)
     assert "61 of 100 planned" in cut and "CUT BY THE TIME CAP of 60 s" in cut
+
+
+def test_the_cli_says_its_score_in_a_sentence_against_its_baseline():
+    from helpers.course.recipes import result_sentence
+
+    sr = result_sentence({"psnr_y": 30.5, "bicubic_psnr_y": 29.0, "train_loss": 0.05}, task="sr")
+    assert sr == "PSNR-Y 30.50 dB on the test images, +1.50 dB against MATLAB's bicubic; final training loss 0.050"
+    low = result_sentence({"top1": 0.043, "train_loss": 2.3}, task="cifar")
+    assert "top-1 4.3%" in low and "below the 10% of chance" in low and "{" not in low
+    assert "above the 10% of chance" in result_sentence({"top1": 0.6, "train_loss": 1.0}, task="cifar")
