@@ -302,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         cleanup_distributed()
     say(profile.label(f"after {run_summary(history, recipe)}: {result_sentence(history[-1], task=args.task)}"))
     if profile.is_smoke:
-        say("a smoke run trains a few steps to show that the command, the data and every rank work; its score says "
-            "nothing about what the model learns (run --profile cpu or full for that)")
+        say(
+            "a smoke run trains a few steps to show that the command, the data and every rank work; its score says "
+            "nothing about what the model learns (run --profile cpu or full for that)"
+        )
     say(f"history: {folder / 'history.json'}; checkpoint: {folder / 'last.pt'}")
     return 0
