@@ -74,7 +74,14 @@ def make_runtime(folder: Path) -> Path:
                            f"{COLAB_PYTHON}) or set PYTHON_{COLAB_PYTHON.replace('.', '_')} to one")  # fmt: skip
     _run([interpreter, "-m", "venv", str(folder)])
     python = folder / "bin" / "python"
-    _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", *COLAB_RUNTIME])
+    # Colab's torch is the CUDA build, about 5 GB with its libraries: keep the wheels once, outside the throw-away
+    # venv, so a second run downloads nothing (pip only checks the index) and installs from this folder.
+    wheels = Path(os.environ.get("COURSE_COLAB_WHEELS", Path.home() / ".cache" / "feeding-the-gpu" / "colab-wheels"))
+    wheels.mkdir(parents=True, exist_ok=True)
+    _run([str(python), "-m", "pip", "download", "--disable-pip-version-check", "--quiet", "-d", str(wheels),
+          *COLAB_RUNTIME])  # fmt: skip
+    _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--find-links", str(wheels),
+          *COLAB_RUNTIME])  # fmt: skip
     return python
 
 
