@@ -347,10 +347,14 @@ def cifar_ladder(
     model: Callable[[], nn.Module],
     workers: int = 2,
     seed: int = 0,
+    augment: Callable[[], nn.Module] | None = None,
 ) -> list[Rung]:
     """The classification ladder: the seed post's ImageFolder + PIL pipeline at 224 px (batch `seed_batch`, what
     fits in memory), the same family at 32 px, and the whole dataset as one uint8 tensor on the device with kornia
-    batch augmentation (with and without)."""
+    batch augmentation (with and without); `augment` builds the on-device rung's augmentation instead of
+    `cifar_train_augment`."""
+    make_augment = augment or cifar_train_augment
+    what = "your kornia batch augmentation" if augment else "kornia batch augmentation (crop, flip, jitter, grayscale)"
     pin = device.type == "cuda"
     samples = 10**6  # an epoch long enough that no measurement restarts the workers
     seed_workers = min(4, cpu_budget(max(1, workers), usable_cpu_count())[0])  # the post's 4, within the CPU budget
@@ -367,7 +371,7 @@ def cifar_ladder(
 
     def on_device(augment: bool):
         def build():
-            transform = cifar_train_augment().to(device) if augment else None
+            transform = make_augment().to(device) if augment else None
             return DeviceTensorLoader(images, labels, batch_size=batch_size, device=device, augment=transform,
                                       drop_last=True, seed=seed)  # fmt: skip
 
@@ -380,8 +384,7 @@ def cifar_ladder(
              model_note="the same network on 224-px crops: (224/32)^2 = 49x the pixels of a 32-px image"),
         Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} worker{'s' * (seed_workers != 1)}",
              native_pil, model, seed_workers, classification_train_step, role="native size"),
-        Rung("whole dataset as uint8 on the device + kornia batch augmentation (crop, flip, jitter, grayscale)",
-             on_device(True), model, 0, classification_train_step, role="device"),
+        Rung(f"whole dataset as uint8 on the device + {what}", on_device(True), model, 0, classification_train_step, role="device"),
         Rung("whole dataset as uint8 on the device, no augmentation (the ceiling)", on_device(False), model, 0,
              classification_train_step, role="ceiling", bounds="device"),
     ]  # fmt: skip
@@ -466,15 +469,18 @@ def measure_cifar_ladder(
     device: torch.device,
     batch_size: int | None = None,
     peers: bool = False,
+    augment: Callable[[], nn.Module] | None = None,
 ) -> LadderRun:
     """04's ladder and `python -m helpers.bench cifar`: the post's 224-px rung at the batch that fits, the same family
     at 32 px, and the on-device rungs, with the profile's model, run side by side; with `peers` (the bench) also the
-    shipped crop + flip configuration and FFCV doing the same work where FFCV is installed."""
+    shipped crop + flip configuration and FFCV doing the same work where FFCV is installed. `augment` builds the
+    on-device rung's augmentation (default `cifar_train_augment`)."""
     batch_size = batch_size or profile.cifar_ladder_batch
     model = functools.partial(build_model, profile.cifar_ladder_model)  # models.py: the one home of the choice
     seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3)
     rungs = cifar_ladder(images, labels, image_folder=image_folder, device=device, batch_size=batch_size,
-                         seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()))  # fmt: skip
+                         seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()),
+                         augment=augment)  # fmt: skip
     notes = [f"the post's 224-px rung: {why}"]
     if peers:
         notes += _cifar_peers(rungs, images, labels, model=model, device=device, batch_size=batch_size,

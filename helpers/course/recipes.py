@@ -38,7 +38,7 @@ from ..sr_data import SREvalDataset
 from ..step import TrainStep
 from ..trainer import fit, make_scheduler, saved_run_config
 from .data import bsds300_split, prepare_bsds300, prepare_cifar10
-from .profiles import resolve_profile
+from .profiles import CifarTraining, SRTraining, resolve_profile
 
 
 @dataclass
@@ -116,11 +116,13 @@ def _cap(expected_s: float, budget_s: float | None) -> float | None:
 
 
 def sr_recipe(
-    profile_name: str, device: torch.device, *, scale: int = 4, seed: int = 0, context: DistributedContext | None = None
+    profile_name: str, device: torch.device, *, scale: int = 4, seed: int = 0, context: DistributedContext | None = None,
+    sizes: SRTraining | None = None,
 ) -> Recipe:
     """SmallEDSR on BSDS300-train (or its stand-in) with paired crops from the decoded cache, evaluated on the test
-    split (BSD100) by the standard protocol; on CUDA the crops are cut on the device (the zero-CPU pipeline)."""
-    sizes = resolve_profile(profile_name).sr
+    split (BSD100) by the standard protocol; on CUDA the crops are cut on the device (the zero-CPU pipeline).
+    `sizes` replaces the profile's (e.g. `dataclasses.replace(profile.sr, budget_s=300)`)."""
+    sizes = sizes or resolve_profile(profile_name).sr
     source = prepare_bsds300(progress=False)
     cache = DecodedSRCache(bsds300_split(source.root, "train"), scale=scale)
     lr, hr = cache.sample(sizes.batch, hr_crop=sizes.hr_crop, generator=torch.Generator().manual_seed(seed))
@@ -157,11 +159,12 @@ def sr_recipe(
 
 def cifar_recipe(
     profile_name: str, device: torch.device, *, seed: int = 0, label_smoothing: float = 0.1,
-    context: DistributedContext | None = None,
+    context: DistributedContext | None = None, sizes: CifarTraining | None = None,
 ) -> Recipe:  # fmt: skip
     """ResNet18 (CIFAR stem) on CIFAR-10 (or its stand-in) from a whole-dataset-on-device loader with kornia batch
-    augmentation, SGD + OneCycle, label smoothing, the fastest precision measured here; top-1 after each epoch."""
-    sizes = resolve_profile(profile_name).cifar
+    augmentation, SGD + OneCycle, label smoothing, the fastest precision measured here; top-1 after each epoch.
+    `sizes` replaces the profile's (e.g. `dataclasses.replace(profile.cifar, budget_s=300)`)."""
+    sizes = sizes or resolve_profile(profile_name).cifar
     source = prepare_cifar10(progress=False)
     images, labels = load_cifar10(source.root, train=True)
     test_images, test_labels = load_cifar10(source.root, train=False)

@@ -133,3 +133,31 @@ def test_the_notebooks_build_their_ladders_through_the_benchs_path():
     for p in sorted(notebooks.glob("*.ipynb")):
         code = "\n".join(c.source for c in nbformat.read(p, 4).cells if c.cell_type == "code")
         assert "run_ladder(" not in code, f"{p.name} runs a ladder of its own making: use measure_*_ladder"
+
+
+def test_the_cifar_ladders_device_rung_uses_the_augmentation_it_is_given(tmp_path):
+    import kornia.augmentation as K
+    from torch import nn
+
+    from helpers.augment import cifar_train_augment
+    from helpers.course.ladders import cifar_ladder
+
+    images, labels = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8), torch.arange(8) % 10
+
+    def rungs(**kw):
+        built = cifar_ladder(images, labels, image_folder=tmp_path, device=torch.device("cpu"), batch_size=4,
+                             seed_batch=2, model=lambda: nn.Identity(), **kw)  # fmt: skip
+        return {r.role: r for r in built}
+
+    default = rungs()["device"].build().augment
+    assert type(default) is type(cifar_train_augment()) and "crop, flip" in rungs()["device"].name
+
+    def rotated():  # 04's Try it 1: a rotation on the floats, before Normalize
+        base = cifar_train_augment()
+        return nn.Sequential(*base[:-1], K.RandomRotation(15.0), base[-1])
+
+    mine = rungs(augment=rotated)
+    loader = mine["device"].build()
+    assert any(isinstance(m, K.RandomRotation) for m in loader.augment) and "your kornia" in mine["device"].name
+    assert next(iter(loader))[0].shape == (4, 3, 32, 32)
+    assert mine["ceiling"].build().augment is None  # the ceiling stays unaugmented

@@ -60,3 +60,20 @@ def test_the_cli_says_its_score_in_a_sentence_against_its_baseline():
     low = result_sentence({"top1": 0.043, "train_loss": 2.3}, task="cifar")
     assert "top-1 4.3%" in low and "below the 10% of chance" in low and "{" not in low
     assert "above the 10% of chance" in result_sentence({"top1": 0.6, "train_loss": 1.0}, task="cifar")
+
+
+@pytest.mark.parametrize("task", ["sr", "cifar"])
+def test_a_recipe_takes_sizes_that_replace_the_profiles(tmp_path, monkeypatch, task):
+    import dataclasses
+
+    from helpers.course.recipes import cifar_recipe, sr_recipe
+
+    monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("COURSE_OFFLINE", "1")
+    profile_sizes = getattr(resolve_profile("smoke"), task)
+    sizes = dataclasses.replace(profile_sizes, steps=profile_sizes.steps + 2, batch=profile_sizes.batch // 2)
+    build = sr_recipe if task == "sr" else cifar_recipe
+    recipe = build("smoke", torch.device("cpu"), sizes=sizes)
+    assert recipe.steps == sizes.steps and recipe.config["sizes"] == dataclasses.asdict(sizes)
+    assert next(iter(recipe.loader))[0].shape[0] == sizes.batch
+    assert build("smoke", torch.device("cpu")).steps == profile_sizes.steps  # without `sizes`: the profile's
