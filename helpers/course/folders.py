@@ -34,6 +34,7 @@ from ..shards import sample_label, shard_dataset
 from .data import data_root
 from .ladders import LadderRun, Rung, classification_train_step, run_ladder
 from .profiles import Profile
+from .verdicts import _span, efficiency_text, ratio_with_range
 from .standins import CIFAR_STANDIN_CLASSES, skimage_photo
 
 FOLDER_MARKER = "STANDIN.txt"
@@ -254,25 +255,26 @@ def optional_rows() -> list[tuple[str, str]]:
     return missing
 
 
-def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    return a[0] <= b[1] and b[0] <= a[1]
+def _rate(row: dict[str, Any]) -> tuple[float, tuple[float, float]]:
+    """A rung's loader-alone rate and its range over rounds."""
+    rate = row["loader_samples_per_s"]
+    return rate, row.get("loader_samples_per_s_range") or (rate, rate)
 
 
 def rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
-    """One printed sentence per rung from its numbers: loader-alone rate against the post's (or "within the noise"
-    when the ranges overlap), fed rate, efficiency with its range, and the doctor's verdict."""
+    """One printed sentence per rung from its numbers: loader-alone rate against the post's with the ratio's range
+    ("within the noise" when the ranges overlap), fed rate, efficiency with its range, and the doctor's verdict."""
     first = rows[0]
     lines = []
     for row in rows:
-        ratio = row["samples_per_s"] / first["samples_per_s"]
-        against = ("its range overlaps the post's: not told apart here" if row is not first
-                   and _overlap(row["samples_per_s_range"], first["samples_per_s_range"]) else f"{ratio:.2f}x the post's")  # fmt: skip
-        low, high = row["efficiency_range"]
+        rate, spread = _rate(row)
+        against = "the reference" if row is first else (
+            ratio_with_range(rate, spread, *_rate(first), pick=(row["name"], first["name"])) + " the post's")
         lines.append(
-            f"{row['name']}: loader alone {row['samples_per_s']:.0f} samples/s ({against}); fed end to end "
-            f"{row['fed_samples_per_s']:.0f} samples/s, efficiency {row['pipeline_efficiency']:.2f} ({low:.2f}-{high:.2f}); "
-            f"doctor: {row['doctor']}"
-        )
+            f"{row['name']}: loader alone {_span(rate, spread)} samples/s ({against}); fed end to end "
+            f"{_span(row['fed_samples_per_s'], row.get('fed_samples_per_s_range'))} samples/s, efficiency "
+            f"{efficiency_text(row)}; doctor: {row['doctor']}"
+        )  # fmt: skip
     return lines
 
 
@@ -280,13 +282,12 @@ def storage_verdict(rows: list[dict[str, Any]]) -> str:
     """Folder (reduced decoding), store and shards side by side, loader alone, from the ladder's rows."""
     by_name = {key: next(r for r in rows if r["name"].startswith(prefix)) for key, prefix in
                (("folder", "reduced"), ("store", "pre-resized"), ("shards", "WebDataset"))}  # fmt: skip
-    ranked = sorted(by_name.items(), key=lambda item: -item[1]["samples_per_s"])
-    (best, top), (_, second) = ranked[0], ranked[1]
-    if _overlap(top["samples_per_s_range"], second["samples_per_s_range"]):
-        head = f"{best} and {ranked[1][0]} are not told apart here (their ranges overlap)"
-    else:
-        head = f"{best} is fastest here, {top['samples_per_s'] / second['samples_per_s']:.2f}x {ranked[1][0]}"
-    rates = ", ".join(f"{key} {row['samples_per_s']:.0f} samples/s" for key, row in by_name.items())
+    ranked = sorted(by_name.items(), key=lambda item: -item[1]["loader_samples_per_s"])
+    (best, top), (runner_up, second) = ranked[0], ranked[1]
+    ratio = ratio_with_range(*_rate(top), *_rate(second), pick=(best, runner_up))
+    head = (f"{best} against {runner_up}, {ratio}" if "within the noise" in ratio
+            else f"{best} is fastest here, {ratio} {runner_up}")  # fmt: skip
+    rates = ", ".join(f"{key} {_span(*_rate(row))} samples/s" for key, row in by_name.items())
     return f"On this machine's local disk, loader alone: {head} ({rates})."
 
 

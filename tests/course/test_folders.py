@@ -49,7 +49,9 @@ def test_profiles_size_the_lesson_as_the_issue_asks():
 
 
 def _row(name: str, rate: float, low: float, high: float) -> dict:
-    return {"name": name, "samples_per_s": rate, "samples_per_s_range": (low, high), "fed_samples_per_s": rate / 2,
+    """A ladder row with the keys run_ladder writes (helpers.course.ladders._row)."""
+    return {"name": name, "loader_samples_per_s": rate, "loader_samples_per_s_range": (low, high),
+            "fed_samples_per_s": rate / 2, "fed_samples_per_s_range": (low / 2, high / 2),
             "pipeline_efficiency": 0.5, "efficiency_range": (0.4, 0.6), "doctor": "INPUT-BOUND: ..."}  # fmt: skip
 
 
@@ -57,10 +59,11 @@ def test_verdicts_say_when_ranges_overlap():
     rows = [_row("the post", 100, 90, 110), _row("reduced", 105, 95, 115), _row("pre-resized", 400, 380, 420),
             _row("whole", 300, 280, 320), _row("WebDataset", 390, 370, 410)]  # fmt: skip
     lines = rung_verdicts(rows)
-    assert "1.00x the post's" in lines[0] and "not told apart" in lines[1] and "4.00x the post's" in lines[2]
-    assert "not told apart" in storage_verdict(rows) and "store and shards" in storage_verdict(rows)
+    assert "(the reference)" in lines[0] and "within the noise of this machine" in lines[1]
+    assert "4.0x (range 3.45–4.67x) the post's" in lines[2] and "efficiency 0.50 (0.40–0.60)" in lines[2]
+    assert "store against shards, within the noise" in storage_verdict(rows)
     rows[4] = _row("WebDataset", 200, 190, 210)
-    assert "store is fastest here, 2.00x shards" in storage_verdict(rows)
+    assert "store is fastest here, 2.0x (range 1.81–2.21x) shards" in storage_verdict(rows)
 
 
 def test_optional_peers_say_why_they_have_no_row():
