@@ -169,6 +169,7 @@ class DecodedSRCache:
         (staging / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
 
     def _open_or_build_on_disk(self) -> None:
+        assert self.cache_dir is not None  # only called with a cache_dir
         self.header_shapes = self._shapes()
         self.fingerprint = _fingerprint(self.paths, self.scale, self.header_shapes)
         # one folder per fingerprint: image sets sharing a cache_dir never build over, or serve, each other's stores
