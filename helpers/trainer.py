@@ -281,8 +281,7 @@ def fit(
         raise ValueError("resume needs a checkpoint_dir")
     config, generator = run_config(loader, step, context, **(run or {})), getattr(loader, "generator", None)
     state, replay_rng = TrainState(loader_generator=generator.get_state() if generator is not None else None), None
-    if resume:
-        assert folder is not None  # checked above
+    if resume and folder is not None:  # (resume without a folder raised above)
         state, replay_rng = restore(folder, model=model, step=step, scheduler=scheduler, loader=loader, run=config)
     state.run = config
     bar = tqdm(total=epochs * len(loader) if hasattr(loader, "__len__") else None, initial=step.micro_batches,
