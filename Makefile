@@ -12,7 +12,7 @@ STACK ?=  # make test-versions STACK=colab (or gpu-runner, lower-bounds): one st
 # JupyterLab refuses to start as root unless told; containers often run as root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-gpu test-lab test-colab test-versions lab env sync-notebooks clean
+.PHONY: course test test-gpu test-lab test-colab test-versions lab env sync-notebooks clean lint
 
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
 	$(BIN)/python -m helpers.course.report --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
@@ -20,6 +20,11 @@ course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, w
 test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smoke profile, offline
 	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
+
+lint: $(STAMP)  ## ruff (the lint rules and the format) over the tree, and mypy over helpers/ ([tool.ruff], [tool.mypy])
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test-lab: $(BROWSER_STAMP)  ## JupyterLab in headless Chromium: Run All on notebooks 00 and 04; screenshots in reports/
 	COURSE_LAB_TEST=1 COURSE_CHROMIUM=$(CHROMIUM) $(BIN)/python -m pytest tests/lab -p no:cacheprovider

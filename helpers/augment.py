@@ -95,6 +95,9 @@ class NormalizeToFloat(torch.nn.Module):
     """uint8 (or [0, 1] float) images to Normalize(mean, std) float32: one conversion and one multiply-add in
     place per pixel, returned in channels_last (or contiguous) memory format."""
 
+    scale: torch.Tensor  # buffers, registered in __init__
+    shift: torch.Tensor
+
     def __init__(self, mean: tuple[float, ...], std: tuple[float, ...], *, channels_last: bool = True) -> None:
         super().__init__()
         mean_t, std_t = torch.tensor(mean).view(1, -1, 1, 1), torch.tensor(std).view(1, -1, 1, 1)
@@ -128,7 +131,7 @@ def cifar_train_augment(
     ColorJitter with probability `jitter_p` and RandomGrayscale, and Normalize to float. With `jitter=0` and
     `grayscale_p=0` the conversion is one step (see torchvision_cifar_augment for the torchvision recipe).
     """
-    steps: list[torch.nn.Module] = [BatchRandomCrop(size, padding, padding_mode, flip_p=0.5)]
+    steps: list[torch.nn.Module | None] = [BatchRandomCrop(size, padding, padding_mode, flip_p=0.5)]
     if jitter or grayscale_p:
         steps += [ToUnitFloat(), K.ColorJitter(jitter, jitter, jitter, 0.0, p=jitter_p) if jitter else None,
                   K.RandomGrayscale(p=grayscale_p) if grayscale_p else None]  # fmt: skip

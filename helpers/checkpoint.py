@@ -30,7 +30,9 @@ class CheckpointError(RuntimeError):
 
 def rng_states() -> dict[str, Any]:
     """Every global RNG's state (Python, NumPy, torch CPU and CUDA) in a form torch.load(weights_only=True) accepts."""
-    kind, keys, position, has_gauss, cached = np.random.get_state()
+    state = np.random.get_state()
+    assert isinstance(state, tuple)  # legacy=True (the default) and the global MT19937 give the tuple form
+    kind, keys, position, has_gauss, cached = state
     states: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": [kind, torch.from_numpy(keys.astype("int64")), position, has_gauss, cached],

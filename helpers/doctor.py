@@ -138,6 +138,8 @@ class BatchStep:
 class _Watched:
     """The loader as it is, remembering what its first batch looked like before anything moved it."""
 
+    first_batch: dict[str, Any] | None
+
     def __init__(self, loader: Iterable) -> None:
         self.loader, self.first_batch = loader, None
 

@@ -303,6 +303,7 @@ def _check_download(part: Path, dest: Path, *, url: str, sha256: str | None, md5
     os.replace(part, rejected)  # never resume onto bytes we know are wrong
     if problem:
         raise _mismatch_error(rejected, *problem, source=url, kind=kind)
+    assert kind is not None and found is not None  # no kind asked: found is None too, and it returned above
     raise BadArchiveError(
         f"{url} sent {describe_kind(found)}, not {describe_kind(kind)}; it is kept as {rejected}. "
         "Delete it and run again later, or check the address."

@@ -50,6 +50,7 @@ def _version_of(distribution: str) -> str:
 def environment_report(device: torch.device | None = None) -> dict[str, Any]:
     """Return versions (Python, torch, torchvision, kornia), the device, its CUDA capability, cores and memory."""
     device = device or resolve_device()
+    memory = total_memory_bytes()
     report: dict[str, Any] = {
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
@@ -58,7 +59,7 @@ def environment_report(device: torch.device | None = None) -> dict[str, Any]:
         "kornia": _version_of("kornia"),
         "device": str(device),
         "cpu_cores": usable_cpu_count(),
-        "memory_gib": round(total_memory_bytes() / 2**30, 1) if total_memory_bytes() else None,
+        "memory_gib": round(memory / 2**30, 1) if memory else None,
         "torch_threads": torch.get_num_threads(),
     }
     if device.type == "cuda":

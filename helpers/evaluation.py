@@ -8,8 +8,7 @@ Needs: torch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -19,10 +18,18 @@ from .metrics import bicubic_upscale, psnr_y, ssim_y
 from .step import autocast_dtype
 
 
+class ImagePairs(Protocol):
+    """What evaluate_sr reads: a length and (LR, HR) pairs by index (a list of pairs, or SREvalDataset)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int, /) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
 @torch.no_grad()
 def evaluate_sr(
     model: nn.Module,
-    dataset: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    dataset: ImagePairs,
     *,
     scale: int,
     device: torch.device | str,

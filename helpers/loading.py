@@ -56,7 +56,8 @@ def make_loader(
     extra: dict[str, Any] = {}
     generator = loader_generator(seed, rank)
     if samples_per_epoch is not None and sampler is None:
-        sampler = RandomSampler(dataset, num_samples=samples_per_epoch, generator=generator)
+        # torch's Dataset declares no __len__ (an iterable-style one has none); RandomSampler is for a map-style one
+        sampler = RandomSampler(dataset, num_samples=samples_per_epoch, generator=generator)  # type: ignore[arg-type]
     if num_workers > 0:
         extra.update(prefetch_factor=prefetch_factor or 2, persistent_workers=persistent_workers)
     return DataLoader(

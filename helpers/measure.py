@@ -329,6 +329,7 @@ def measure_pipeline(
         raise ValueError("give exactly one of steps_per_block and budget_s")
     probe = PipelineProbe(loader, step, device, premade=premade, warmup=warmup)
     if steps_per_block is None:
+        assert budget_s is not None  # exactly one of the two, checked above
         steps_per_block = steps_in_budget(budget_s / blocks, probe.seconds_per_pair())
     reset_peak_rss()
     reset_peak_device_memory(probe.device)

@@ -7,6 +7,8 @@ Needs: torch, torchvision.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 from torchvision.models import resnet18
@@ -145,7 +147,7 @@ class PatchDiscriminator(nn.Module):
 
 # --- one home for the choice of network -------------------------------------------------------------------------
 
-MODELS = {
+MODELS: dict[str, Callable[..., nn.Module]] = {
     "espcn": ESPCN,
     "small_edsr": SmallEDSR,
     "resnet18": cifar_resnet18,  # the CIFAR stem

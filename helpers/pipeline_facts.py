@@ -176,6 +176,7 @@ def _decode_once(facts: PipelineFacts) -> list[str]:
                                                     facts.free_device_bytes)  # fmt: skip
         instead = "per-sample indexing and collation" if facts.decoded else "PIL transforms per sample"
         if fits:
+            assert facts.dataset_bytes is not None  # fits says so
             size = facts.dataset_bytes / 2**20
             return [f"- the whole dataset as one uint8 tensor on the device ({size:.{0 if size >= 10 else 1}f} MiB): "
                     "DeviceTensorLoader (loading.py), augmented per sample there with cifar_train_augment() "

@@ -16,7 +16,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def interleaved_times(
-    calls: dict[str, Callable[[], Any]], *, rounds: int, per_round: int = 1, warmup: int = 1,
+    calls: Mapping[str, Callable[[], Any]], *, rounds: int, per_round: int = 1, warmup: int = 1,
     device: torch.device | str = "cpu",
 ) -> dict[str, list[float]]:  # fmt: skip
     """Milliseconds per call of each candidate, one value per round: in every round each candidate runs `per_round`
@@ -84,7 +84,7 @@ def choose_precision(
     noise, and fp32 (full precision) is kept when it is among the overlapping ones, else the lower median."""
     medians = {p: statistics.median(v) for p, v in times_ms.items()}
     spans = {p: (min(v), max(v)) for p, v in times_ms.items()}
-    best = min(medians, key=medians.get)
+    best = min(medians, key=medians.__getitem__)
     if len(medians) == 1:
         return PrecisionChoice(best, medians, f"{best}: the only candidate measured", spans, False, cost_s)
     tied = [p for p in medians if p != best and ranges_overlap(spans[p], spans[best])]

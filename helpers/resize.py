@@ -73,7 +73,8 @@ def _plan(in_hw: tuple[int, int], scale, size) -> tuple[tuple[int, int], tuple[f
     if (scale is None) == (size is None):
         raise ValueError("pass exactly one of scale (a factor: 0.25 shrinks by 4, 2 doubles) or size=(height, width)")
     if size is None:
-        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < scale < math.inf:
+        # typeshed's numbers.Real declares no __gt__ (PEP 484 suggests float instead of the numeric tower)
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < scale < math.inf:  # type: ignore[operator]
             raise ValueError(f"scale must be a positive finite number (0.25 shrinks by 4, 2 doubles), not {scale!r}")
         scale = float(scale)
         return (math.ceil(in_hw[0] * scale), math.ceil(in_hw[1] * scale)), (scale, scale)
@@ -84,7 +85,8 @@ def _plan(in_hw: tuple[int, int], scale, size) -> tuple[tuple[int, int], tuple[f
 
 
 def _is_count(n) -> bool:
-    return isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1
+    # typeshed's numbers.Integral declares no __ge__ (PEP 484 suggests int instead of the numeric tower)
+    return isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1  # type: ignore[operator]
 
 
 def imresize(

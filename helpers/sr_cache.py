@@ -81,7 +81,7 @@ class DecodedSRCache:
         if self.cache_dir is None:
             self._build_in_memory()
         else:
-            self._open_or_build_on_disk()
+            self._open_or_build_on_disk(self.cache_dir)
 
     # building
     def _decode_all(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -168,11 +168,11 @@ class DecodedSRCache:
         meta = {"fingerprint": self.fingerprint, "paths": [str(p) for p in self.paths], "shapes": shapes}
         (staging / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
 
-    def _open_or_build_on_disk(self) -> None:
+    def _open_or_build_on_disk(self, cache_dir: Path) -> None:
         self.header_shapes = self._shapes()
         self.fingerprint = _fingerprint(self.paths, self.scale, self.header_shapes)
         # one folder per fingerprint: image sets sharing a cache_dir never build over, or serve, each other's stores
-        folder = self.cache_folder = self.cache_dir / f"x{self.scale}-{self.fingerprint[:16]}"
+        folder = self.cache_folder = cache_dir / f"x{self.scale}-{self.fingerprint[:16]}"
         self.rebuild_reason = self._cache_problem(folder)
         if self.rebuild_reason is not None:
             if self.rebuild_reason.startswith("damaged"):

@@ -153,7 +153,10 @@ class TrainStep:
         closes_group = last or self.pending + 1 == self.accumulation_steps
         # DDP decides in the forward whether the next backward all-reduces: both must be inside no_sync
         quiet = (
-            self.model.no_sync() if hasattr(self.model, "no_sync") and not closes_group else contextlib.nullcontext()
+            # torch types nn.Module.__getattr__ as Tensor | Module; no_sync is DDP's (or FSDP's) method
+            self.model.no_sync()  # type: ignore[operator]
+            if hasattr(self.model, "no_sync") and not closes_group
+            else contextlib.nullcontext()
         )
         with quiet:
             outputs, loss = self.forward_loss(inputs, targets)

@@ -203,7 +203,9 @@ def _check_limits(members: list[ScannedMember], total: int, limits: ExtractLimit
 
 def _scan_headers(stream: _Stream, limits: ExtractLimits, where: str) -> list[ScannedMember]:
     members: list[ScannedMember] = []
-    total, pending, global_pax, in_a_row = 0, {}, {}, 0
+    total, in_a_row = 0, 0
+    pending: dict[str, str] = {}  # this member's pax records
+    global_pax: dict[str, str] = {}
     while True:
         header = stream.read(BLOCK)
         if len(header) < BLOCK:

@@ -156,7 +156,7 @@ def train_one_epoch(
     `time_limit_s` seconds of training in all. Nothing here reads the loss on the host.
     """
     sampler = getattr(loader, "sampler", None)
-    if hasattr(sampler, "set_epoch"):
+    if sampler is not None and hasattr(sampler, "set_epoch"):
         sampler.set_epoch(state.epoch)  # DistributedSampler: a new shuffle each epoch, the same on every rank
     model.train()
     iterator = iter(loader)
@@ -281,7 +281,7 @@ def fit(
         raise ValueError("resume needs a checkpoint_dir")
     config, generator = run_config(loader, step, context, **(run or {})), getattr(loader, "generator", None)
     state, replay_rng = TrainState(loader_generator=generator.get_state() if generator is not None else None), None
-    if resume:
+    if resume and folder is not None:  # (resume without a folder raised above)
         state, replay_rng = restore(folder, model=model, step=step, scheduler=scheduler, loader=loader, run=config)
     state.run = config
     bar = tqdm(total=epochs * len(loader) if hasattr(loader, "__len__") else None, initial=step.micro_batches,
@@ -298,7 +298,7 @@ def fit(
             due = evaluate is not None and ((state.epoch + 1) % eval_every == 0 or state.epoch + 1 == epochs)
             _close_epoch(state, step, losses, context, evaluate=evaluate if due else None, model=model, bar=bar)
             state.loader_generator = generator.get_state() if generator is not None else None  # the next epoch's
-            if writes:
+            if writes and folder is not None:  # writes implies a folder
                 _write(folder, state, model=model, step=step, scheduler=scheduler)
     except KeyboardInterrupt:
         _save_at_the_last_step(folder if writes else None, state, model=model, step=step, scheduler=scheduler)

@@ -41,9 +41,11 @@ def _lr_makers() -> dict[str, Callable[[np.ndarray, int], np.ndarray] | str]:
         makers["OpenCV"] = "OpenCV is not installed (pip install opencv-python-headless)"
         return makers
     for name, flag in [("OpenCV INTER_CUBIC", cv2.INTER_CUBIC), ("OpenCV INTER_AREA", cv2.INTER_AREA)]:
-        makers[name] = lambda hr, scale, flag=flag: cv2.resize(
-            hr, (hr.shape[1] // scale, hr.shape[0] // scale), interpolation=flag
-        )
+
+        def opencv_lr(hr: np.ndarray, scale: int, flag: int = flag) -> np.ndarray:
+            return cv2.resize(hr, (hr.shape[1] // scale, hr.shape[0] // scale), interpolation=flag)
+
+        makers[name] = opencv_lr
     return makers
 
 
@@ -53,7 +55,7 @@ def resize_rows(hr_images: Sequence[torch.Tensor], scale: int) -> list[dict[str,
     makers = _lr_makers()
     matlab = makers["MATLAB imresize (the protocol)"]
     assert callable(matlab)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, make in makers.items():
         if isinstance(make, str):
             rows.append({"way": name, "lr_psnr_vs_matlab": None, "baseline_psnr": None, "note": make})

@@ -88,5 +88,6 @@ def announce(message: str, seconds: float | None = None) -> str:
 
 def use_course_style() -> dict[str, Any]:
     """Set readable matplotlib font sizes for the notebooks' charts; return the settings applied."""
-    mpl.rcParams.update(COURSE_STYLE)
+    # matplotlib's stubs key rcParams by a Literal of every name; COURSE_STYLE's valid names are a plain dict[str, int]
+    mpl.rcParams.update(COURSE_STYLE)  # type: ignore[arg-type]
     return dict(COURSE_STYLE)

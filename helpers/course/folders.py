@@ -172,8 +172,9 @@ def _workers_loader(dataset: Dataset, batch: int, workers: int, *, collate: Call
     if collate is None:
         return make_loader(dataset, batch, num_workers=workers, persistent_workers=workers > 0,
                            samples_per_epoch=SAMPLES)  # fmt: skip
-    sampler = torch.utils.data.RandomSampler(dataset, num_samples=SAMPLES, generator=loader_generator(0))
-    extra = {"persistent_workers": True, "prefetch_factor": 2} if workers else {}
+    # torch's Dataset declares no __len__ (an iterable-style one has none); RandomSampler is for a map-style one
+    sampler = torch.utils.data.RandomSampler(dataset, num_samples=SAMPLES, generator=loader_generator(0))  # type: ignore[arg-type]
+    extra: dict[str, Any] = {"persistent_workers": True, "prefetch_factor": 2} if workers else {}
     return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True, num_workers=workers,
                       worker_init_fn=seed_worker, generator=loader_generator(0), collate_fn=collate, **extra)  # fmt: skip
 

@@ -224,7 +224,7 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
         "pipeline_efficiency": fed.pipeline_efficiency, "efficiency_range": fed.efficiency_range,
         "data_wait_ms": fed.data_wait_ms, "compute_ms": fed.compute_ms, "premade_step_ms": fed.premade_step_ms,
         "rounds": len(probe.rates("alone")), "steps_per_turn": turn.steps, "peak_device_mib": fed.peak_device_mib,
-        "load": fed.load.as_dict() if fed.load else None, "load_note": fed.load.note() if busy else "",
+        "load": fed.load.as_dict() if fed.load else None, "load_note": fed.load.note() if busy and fed.load else "",
         "doctor": diagnose_pipeline(fed, num_workers=turn.rung.workers, cpu_cores=cores).splitlines()[0],
     }  # fmt: skip
 
@@ -271,7 +271,7 @@ def sr_ladder(
 ) -> list[Rung]:
     """The SR ladder's rungs: traditional from disk and in memory, lazy crop plain and tuned, decoded uint8 cache."""
     pin = device.type == "cuda"
-    common = {"seed": seed, "samples_per_epoch": samples_per_epoch, "pin_memory": pin}
+    common: dict[str, Any] = {"seed": seed, "samples_per_epoch": samples_per_epoch, "pin_memory": pin}
     workers = cpu_budget(workers, usable_cpu_count())[0]  # the timed process keeps a core for its step
 
     def naive_disk():

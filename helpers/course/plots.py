@@ -17,9 +17,9 @@ def _as_hwc(image: np.ndarray | Image.Image | torch.Tensor) -> np.ndarray:
     if isinstance(image, Image.Image):
         return np.asarray(image)
     if isinstance(image, torch.Tensor):
-        array = image.detach().cpu()
-        array = array.permute(1, 2, 0) if array.ndim == 3 and array.shape[0] in (1, 3) else array
-        array = array.numpy()
+        tensor = image.detach().cpu()
+        tensor = tensor.permute(1, 2, 0) if tensor.ndim == 3 and tensor.shape[0] in (1, 3) else tensor
+        array = tensor.numpy()
     else:
         array = np.asarray(image)
     if array.dtype != np.uint8:

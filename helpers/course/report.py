@@ -172,7 +172,9 @@ async def _execute(state: _Execution) -> None:
     client = None
     try:
         await kernel_manager.start_kernel(cwd=str(state.cwd))
-        state.process, state.group = kernel_manager.provisioner.process, kernel_manager.provisioner.pgid
+        # start_kernel set the provisioner, the LocalProvisioner (the spec names no other); jupyter_client types it
+        # as KernelProvisionerBase | None, which has no process or pgid
+        state.process, state.group = kernel_manager.provisioner.process, kernel_manager.provisioner.pgid  # type: ignore[union-attr]
         if state.stop:  # asked to stop while the kernel was starting
             return
 
@@ -304,7 +306,7 @@ def load_cell(load: dict[str, Any] | None) -> str:
 
 
 def _rows(runs: list[NotebookRun], out_dir: Path, pending: Sequence[str]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for run in runs:
         link = os.path.relpath(run.html_path, out_dir)
         rows.append((run.name, f"{run.seconds:.1f}", f"{run.executed_cells}/{run.code_cells}", run.status, link,

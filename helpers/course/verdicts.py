@@ -4,7 +4,7 @@ says is true on every machine it runs on. Markdown cells explain mechanisms; out
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -115,7 +115,7 @@ def ratio_with_range(
 
 def _efficiency(row: Any) -> tuple[float, float, float]:
     """(median, low, high) of a ladder row's or a PipelineResult's pipeline efficiency."""
-    get = row.get if isinstance(row, dict) else lambda key: getattr(row, key, None)
+    get: Callable[[str], Any] = row.get if isinstance(row, dict) else lambda key: getattr(row, key, None)
     median = get("pipeline_efficiency")
     low, high = get("efficiency_range") or (median, median)
     return median, low, high
