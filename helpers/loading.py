@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -148,8 +149,10 @@ def sweep_loader_settings(
     turns = [i for r in range(repeats) for i in order[r % len(order) :] + order[: r % len(order)]]
     runs: list[list[dict[str, float]]] = [[] for _ in settings]
     for index in progress(turns):
-        runs[index].append(_sweep_turn(dataset, settings[index], batch_size=batch_size, batches=batches, seed=seed,
-                                       step=step, device=torch.device(device)))  # fmt: skip
+        with warnings.catch_warnings():  # more workers than cores on purpose: torch's warning says only that
+            warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+            runs[index].append(_sweep_turn(dataset, settings[index], batch_size=batch_size, batches=batches, seed=seed,
+                                           step=step, device=torch.device(device)))  # fmt: skip
     rows = []
     for setting, measured in zip(settings, runs):
         row = {**setting, "mode": "loader alone" if step is None else "end to end",

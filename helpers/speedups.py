@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import os
 import shutil
 import statistics
@@ -168,6 +169,9 @@ def measure_speedups(
     `skip_compile` (a reason) leaves the compile rows out, saying why."""
     device = torch.device(device)
     variants = variants if variants is not None else speedup_variants(device)
+    # torch.compile logs what it finds missing (no CUDA runtime on a CPU, ignored profiler ranges) as warnings on
+    # stderr; the rows say what ran and what was skipped, so only its errors are kept
+    logging.getLogger("torch").setLevel(max(logging.getLogger("torch").level, logging.ERROR))
     rows: list[dict[str, Any]] = []
     calls: dict[str, Callable[[], Any]] = {}
     for name, options in variants.items():

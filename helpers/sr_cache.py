@@ -37,7 +37,6 @@ from .sr_data import (
     rgb_to_luma,
 )
 
-# BackgroundPrefetcher lives in prefetch.py; imported above, sr_cache.BackgroundPrefetcher still works
 PIXEL_BYTES = 4  # the decoded cache stores RGBX: R, G, B and one padding byte
 
 

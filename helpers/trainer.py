@@ -287,11 +287,7 @@ def fit(
     bar = tqdm(total=epochs * len(loader) if hasattr(loader, "__len__") else None, initial=step.micro_batches,
                desc="train", unit="batch", disable=not (progress and context.is_main))  # fmt: skip
     try:
-        while (
-            state.epoch < epochs
-            and (max_steps is None or step.optimizer_steps < max_steps)
-            and (time_limit_s is None or state.trained_seconds < time_limit_s)
-        ):
+        while _more_to_train(state, step, epochs=epochs, max_steps=max_steps, time_limit_s=time_limit_s):
             losses = train_one_epoch(model, loader, step, state, replay_rng=replay_rng, max_steps=max_steps,
                                      time_limit_s=time_limit_s, after_step=after_step, bar=bar)  # fmt: skip
             replay_rng = None
@@ -306,6 +302,17 @@ def fit(
     finally:
         bar.close()
     return state.history
+
+
+def _more_to_train(
+    state: TrainState, step: TrainStep, *, epochs: int, max_steps: int | None, time_limit_s: float | None
+) -> bool:
+    """True while epochs, optimizer steps and training seconds are all left."""
+    return (
+        state.epoch < epochs
+        and (max_steps is None or step.optimizer_steps < max_steps)
+        and (time_limit_s is None or state.trained_seconds < time_limit_s)
+    )
 
 
 def _save_at_the_last_step(

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from helpers import precision as precision_module
 from helpers import step as step_module
 from helpers.checkpoint import load_checkpoint, rng_states, set_rng_states
 from helpers.course.recipes import main
@@ -75,6 +76,7 @@ def test_the_cli_resumed_mid_run_equals_an_uninterrupted_run(tmp_path, monkeypat
     monkeypatch.setenv("COURSE_OFFLINE", "1")
     # the precision is chosen by timing, which a loaded machine can flip between runs: fix it to fp32 here
     monkeypatch.setattr(step_module, "native_precisions", lambda device: ["fp32"])
+    monkeypatch.setattr(precision_module, "native_precisions", lambda device: ["fp32"])  # imported there by name
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     assert main([task, "--profile", "smoke", "--checkpoint-dir", str(whole)]) == 0
 

@@ -34,8 +34,8 @@ from ..shards import sample_label, shard_dataset
 from .data import data_root
 from .ladders import LadderRun, Rung, classification_train_step, run_ladder
 from .profiles import Profile
-from .verdicts import _span, efficiency_text, ratio_with_range
 from .standins import CIFAR_STANDIN_CLASSES, skimage_photo
+from .verdicts import _span, efficiency_text, ratio_with_range
 
 FOLDER_MARKER = "STANDIN.txt"
 SAMPLES = 10**6  # an epoch long enough that no measurement restarts the workers
@@ -269,8 +269,11 @@ def rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
     lines = []
     for row in rows:
         rate, spread = _rate(row)
-        against = "the reference" if row is first else (
-            ratio_with_range(rate, spread, *_rate(first), pick=(row["name"], first["name"])) + " the post's")
+        against = (
+            "the reference"
+            if row is first
+            else (ratio_with_range(rate, spread, *_rate(first), pick=(row["name"], first["name"])) + " the post's")
+        )
         lines.append(
             f"{row['name']}: loader alone {_span(rate, spread)} samples/s ({against}); fed end to end "
             f"{_span(row['fed_samples_per_s'], row.get('fed_samples_per_s_range'))} samples/s, efficiency "

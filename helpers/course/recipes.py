@@ -116,7 +116,12 @@ def _cap(expected_s: float, budget_s: float | None) -> float | None:
 
 
 def sr_recipe(
-    profile_name: str, device: torch.device, *, scale: int = 4, seed: int = 0, context: DistributedContext | None = None,
+    profile_name: str,
+    device: torch.device,
+    *,
+    scale: int = 4,
+    seed: int = 0,
+    context: DistributedContext | None = None,
     sizes: SRTraining | None = None,
 ) -> Recipe:
     """SmallEDSR on BSDS300-train (or its stand-in) with paired crops from the decoded cache, evaluated on the test
