@@ -249,6 +249,34 @@ def _runnable(cell: Any) -> bool:
     return cell.cell_type == "code" and bool(cell.source.strip()) and not skipped
 
 
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def final_progress_text(notebook: Any) -> int:
+    """Give each tqdm widget output the text of its final state (what the saved widget state holds), in place of
+    the "0%" it was displayed with: GitHub, the HTML report and any viewer without widgets show that text. Returns
+    how many outputs it rewrote."""
+    state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    rewritten = 0
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get(WIDGET_VIEW)
+            box = state.get(view["model_id"], {}) if view else {}
+            parts = [
+                state.get(child.removeprefix("IPY_MODEL_"), {}) for child in box.get("state", {}).get("children", [])
+            ]
+            if [p.get("model_name") for p in parts] != ["HTMLModel", "FloatProgressModel", "HTMLModel"]:
+                continue  # not a tqdm bar (an HBox of label, bar, label)
+            left, bar, right = (p["state"] for p in parts)
+            share = bar.get("value", 0) / bar["max"] if bar.get("max") else 0.0
+            drawn = "█" * round(10 * share) + " " * (10 - round(10 * share))
+            text = f"{left.get('value', '')}|{drawn}|{right.get('value', '')}".replace("\u2007", " ")
+            output["data"]["text/plain"] = html.unescape(text)
+            rewritten += 1
+    return rewritten
+
+
 def execute_notebook(
     path: Path, out_dir: Path, *, limit_s: float | None = None, cell_timeout: int | None = None
 ) -> NotebookRun:
@@ -289,6 +317,7 @@ def _write_copies(
     code = [c for c in notebook.cells if _runnable(c)]
     out_dir.mkdir(parents=True, exist_ok=True)
     executed_path = out_dir / path.name
+    final_progress_text(notebook)
     nbformat.write(notebook, executed_path)
     body, _ = HTMLExporter().from_notebook_node(notebook)
     html_path = out_dir / f"{path.stem}.html"

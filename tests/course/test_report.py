@@ -237,3 +237,35 @@ def test_index_renders_recorded_tables_as_html_and_escapes_their_text():
     assert "<table>" in page and "<strong>ladder [device: cpu]</strong>" in page and "<pre>" not in page
     assert '<td style="text-align:right">42</td>' in page
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_saved_progress_bars_read_their_final_state():
+    from helpers.course.report import WIDGET_STATE, WIDGET_VIEW, final_progress_text
+
+    def model(name, **state):
+        return {"model_name": name, "state": state}
+
+    state = {
+        "box": model("HBoxModel", children=["IPY_MODEL_l", "IPY_MODEL_b", "IPY_MODEL_r"]),
+        "l": model("HTMLModel", value="train:\u2007100%"),
+        "b": model("FloatProgressModel", value=4.0, max=4.0),
+        "r": model("HTMLModel", value="\u20074/4\u2007[00:02&lt;00:00]"),
+        "other": model("IntSliderModel"),
+    }
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["widgets"] = {WIDGET_STATE: {"state": state}}
+    bar = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {WIDGET_VIEW: {"model_id": "box"}, "text/plain": "train:   0%|          | 0/4"},
+    }
+    slider = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {WIDGET_VIEW: {"model_id": "other"}, "text/plain": "IntSlider()"},
+    }
+    notebook.cells = [nbformat.v4.new_code_cell("x", outputs=[bar, slider])]
+    assert final_progress_text(notebook) == 1
+    outputs = notebook.cells[0].outputs
+    assert outputs[0]["data"]["text/plain"] == "train: 100%|██████████| 4/4 [00:02<00:00]"
+    assert outputs[1]["data"]["text/plain"] == "IntSlider()"  # not a progress bar: left as it is
