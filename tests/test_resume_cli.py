@@ -15,6 +15,7 @@ from torch import nn
 from helpers import precision as precision_module
 from helpers import step as step_module
 from helpers.checkpoint import load_checkpoint, rng_states, set_rng_states
+from helpers.course import recipes as recipes_module
 from helpers.course.recipes import main
 from helpers.loading import DeviceTensorLoader
 from helpers.step import TrainStep
@@ -80,20 +81,31 @@ def test_the_cli_resumed_mid_run_equals_an_uninterrupted_run(tmp_path, monkeypat
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     assert main([task, "--profile", "smoke", "--checkpoint-dir", str(whole)]) == 0
 
-    calls = {"n": 0}
-    original = TrainStep.__call__
+    calls = {"n": 0, "training": False}
+    original, run = TrainStep.__call__, recipes_module.run_recipe
 
-    def interrupted(self, inputs, targets):
-        calls["n"] += 1
+    def interrupted(self, *args, **kwargs):
+        # only the training's steps count: the recipe's calibration before it takes a number of steps that
+        # depends on how fast the machine is
+        calls["n"] += calls["training"]
         if calls["n"] == interrupt_at + 1:
             raise KeyboardInterrupt  # Ctrl-C while the step after `interrupt_at` completed steps runs
-        return original(self, inputs, targets)
+        return original(self, *args, **kwargs)
+
+    def training(*args, **kwargs):
+        calls["training"] = True
+        try:
+            return run(*args, **kwargs)
+        finally:
+            calls["training"] = False
 
     monkeypatch.setattr(TrainStep, "__call__", interrupted)
+    monkeypatch.setattr(recipes_module, "run_recipe", training)
     assert main([task, "--profile", "smoke", "--checkpoint-dir", str(parts)]) == 130
     saved = load_checkpoint(parts / CHECKPOINT_NAME)
     assert saved["step"]["micro_batches"] == interrupt_at  # it really stopped mid-run
     monkeypatch.setattr(TrainStep, "__call__", original)
+    monkeypatch.setattr(recipes_module, "run_recipe", run)
     assert main([task, "--profile", "smoke", "--checkpoint-dir", str(parts), "--resume"]) == 0
 
     expected, got = _parameters(whole), _parameters(parts)
