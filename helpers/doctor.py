@@ -48,6 +48,8 @@ def classify(efficiency: float, wait_ms: float, compute_ms: float, premade_ms: f
     slowed = compute_ms - premade_ms if premade_ms else 0.0
     if efficiency < 0.90 and premade_ms and slowed > 0.2 * premade_ms and slowed > wait_ms:
         return COMPETES  # it lost more to running slower (workers on its cores, the GIL) than to waiting
+    if efficiency >= 0.95:  # fed as fast as pre-made batches in this block: whatever it waited, it did not cost
+        return COMPUTE_BOUND
     if wait_ms / max(wait_ms + compute_ms, 1e-12) > 0.10 or efficiency < 0.90:
         return INPUT_BOUND
     return COMPUTE_BOUND

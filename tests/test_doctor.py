@@ -271,3 +271,12 @@ def test_a_sleeping_loader_is_input_bound_in_every_block():
 
     diagnosis = diagnose(Sleepy(), _plain_step(nn.Linear(3, 2)), budget_s=0.3, blocks=3)
     assert diagnosis.data_wait_ms[1] >= 25 and INPUT_BOUND in diagnosis.readings
+
+
+def test_a_block_fed_as_fast_as_pre_made_batches_is_not_input_bound_whatever_it_waited():
+    from helpers.doctor import COMPUTE_BOUND, INCONCLUSIVE, INPUT_BOUND, classify, verdict_of
+
+    # the traditional SR rung on a busy machine: 13% of each step waiting, but blocks at efficiency 0.5 and 1.3
+    assert classify(1.30, 62.7, 426.6, 819.4) == COMPUTE_BOUND
+    assert classify(0.50, 62.7, 426.6, 430.0) == INPUT_BOUND
+    assert verdict_of([classify(1.30, 62.7, 426.6, 819.4), classify(0.50, 62.7, 426.6, 430.0)]) == INCONCLUSIVE

@@ -80,18 +80,20 @@ def plan_run(
 ) -> tuple[PrecisionChoice, int, float, str]:  # fmt: skip
     """Choose the precision by measurement, then plan the run's work: the number of optimizer steps that fit
     `budget_s` at the calibrated step time (the fastest of the interleaved rounds: the machine's speed with the least
-    load on it), and the time those steps should take. Returns (choice, steps, expected seconds, the plan in words);
+    load on it, so a busy machine trains the same model), and the time those steps should take at the median round. Returns (choice, steps, expected seconds, the plan in words);
     under DDP every rank takes rank 0's plan."""
     choice = fastest_precision(model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)
     low = choice.step_ms_range.get(choice.precision, (0.0, 0.0))[0] / 1000 or _seconds_per_step(
         model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)  # fmt: skip
+    typical = choice.step_ms.get(choice.precision, 0.0) / 1000 or low  # the median round: what to expect
     steps = max_steps if budget_s is None else steps_in_budget(budget_s, low, minimum=2, maximum=max_steps)
     why = "fixed in this profile" if budget_s is None else f"what fits a budget of {budget_s:.0f} s"
     cap = " (the profile's most)" if budget_s is not None and steps == max_steps else ""
-    words = (f"{steps} optimizer steps, {why}{cap}: {1000 * low:.1f} ms per step calibrated here, so about "
-             f"{steps * low:.0f} s of training; the run trains exactly these steps, cut only past {CAP_FACTOR}x that "
-             f"time (choosing the precision cost {choice.cost_s:.1f} s)")  # fmt: skip
-    plan = (choice, steps, steps * low, words)
+    words = (f"{steps} optimizer steps, {why}{cap} at the fastest calibrated step, {1000 * low:.1f} ms (so the same "
+             f"model on a busy machine); at the median step, {1000 * typical:.1f} ms, about {steps * typical:.0f} s "
+             f"of training; the run trains exactly these steps, cut only past {CAP_FACTOR}x that time (choosing the "
+             f"precision cost {choice.cost_s:.1f} s)")  # fmt: skip
+    plan = (choice, steps, steps * typical, words)
     if context is not None and context.enabled:
         shared = [plan]
         dist.broadcast_object_list(shared, src=0)
