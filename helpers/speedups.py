@@ -181,8 +181,15 @@ def measure_speedups(
         torch.manual_seed(0)
         step, notes = build_fast_step(build(), loss_fn, device=device, precision=precision, options=options)
         start = time.perf_counter()
-        for _ in range(startup_calls):
-            step(*example)
+        try:
+            for _ in range(startup_calls):
+                step(*example)
+        except Exception as error:  # noqa: BLE001 (a compiler that fails here, e.g. on a full disk, skips its row)
+            if not options.compile:
+                raise
+            rows.append({"name": name, "skipped": f"torch.compile failed here ({type(error).__name__}: "
+                                                  f"{str(error).splitlines()[0][:120]})"})  # fmt: skip
+            continue
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         rows.append({"name": name, "notes": notes, "first_call_s": time.perf_counter() - start,

@@ -97,3 +97,24 @@ def test_the_measured_rows_train_real_steps():
     assert all(r["step_ms_range"][0] <= r["step_ms"] <= r["step_ms_range"][1] for r in measured)
     assert any("channels_last" in n for n in measured[2]["notes"])
     assert [r["skipped"] for r in rows if "skipped" in r] == ["not in this test"] * 2  # compile: model, whole step
+
+
+def test_a_compile_that_fails_at_run_time_skips_its_row_and_the_others_are_measured(monkeypatch):
+    from helpers import speedups
+
+    monkeypatch.setattr(speedups, "compiler_status", lambda device_type: (True, "a C++ compiler works"))
+
+    class Broken(nn.Module):  # what torch.compile returns, failing as inductor does when its C++ build fails
+        def forward(self, *args):
+            raise RuntimeError("C++ compile error\nNo space left on device")
+
+    def broken_compile(model, **kwargs):
+        return Broken()
+
+    monkeypatch.setattr(speedups.torch, "compile", broken_compile)
+    variants = {"plain": speedups.SpeedUps(fused_optimizer=False), "compiled": speedups.SpeedUps(compile=True)}
+    rows = measure_speedups(_net, _example(), nn.CrossEntropyLoss(), device="cpu", variants=variants, rounds=2,
+                            per_round=1)  # fmt: skip
+    by_name = {r["name"]: r for r in rows}
+    assert "step_ms" in by_name["plain"]
+    assert by_name["compiled"]["skipped"].startswith("torch.compile failed here (RuntimeError: C++ compile error)")
