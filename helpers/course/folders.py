@@ -272,7 +272,7 @@ def rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
         against = (
             "the reference"
             if row is first
-            else (ratio_with_range(rate, spread, *_rate(first), pick=(row["name"], first["name"])) + " the post's")
+            else "against the post's: " + ratio_with_range(rate, spread, *_rate(first), pick=("this one", "the post's"))
         )
         lines.append(
             f"{row['name']}: loader alone {_span(rate, spread)} samples/s ({against}); fed end to end "

@@ -60,7 +60,7 @@ def test_verdicts_say_when_ranges_overlap():
             _row("whole", 300, 280, 320), _row("WebDataset", 390, 370, 410)]  # fmt: skip
     lines = rung_verdicts(rows)
     assert "(the reference)" in lines[0] and "within the noise of this machine" in lines[1]
-    assert "4.0x (range 3.45–4.67x) the post's" in lines[2] and "efficiency 0.50 (0.40–0.60)" in lines[2]
+    assert "against the post's: 4.0x (range 3.45–4.67x)" in lines[2] and "efficiency 0.50 (0.40–0.60)" in lines[2]
     assert "store against shards, within the noise" in storage_verdict(rows)
     rows[4] = _row("WebDataset", 200, 190, 210)
     assert "store is fastest here, 2.0x (range 1.81–2.21x) shards" in storage_verdict(rows)
