@@ -103,7 +103,8 @@ def diagnose_pipeline(
                f"wait, {result.compute_ms:.1f} ms compute{premade})")  # fmt: skip
     facts = pipeline or PipelineFacts(num_workers=num_workers, cpu_cores=cpu_cores or 0,
                                       loader="DataLoader" if num_workers is not None else "")  # fmt: skip
-    return "\n".join([_headline(verdict, readings, numbers), *advice_for(verdict, facts)])
+    advice = advice_for(verdict, facts)
+    return "\n".join([_headline(verdict, readings, numbers), *(["Try, in order:", *advice] if advice else [])])
 
 
 # --- your loader and your step ---
