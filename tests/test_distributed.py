@@ -58,11 +58,15 @@ def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
     dist.destroy_process_group()
 
 
+def _spawn_two_ranks(worker, folder: Path) -> list[dict]:
+    """Run `worker(rank, 2, init_file, out_dir)` on two gloo ranks; return each rank's saved record."""
+    mp.spawn(worker, args=(2, str(folder / "init"), str(folder)), nprocs=2, join=True)
+    return [torch.load(folder / f"rank{r}.pt", weights_only=True) for r in range(2)]
+
+
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("ddp")
-    mp.spawn(_worker, args=(2, str(folder / "init"), str(folder)), nprocs=2, join=True)
-    return [torch.load(folder / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    return _spawn_two_ranks(_worker, tmp_path_factory.mktemp("ddp"))
 
 
 def test_ranks_see_disjoint_shards(two_ranks):
@@ -135,9 +139,7 @@ def _accumulating_worker(rank: int, world_size: int, init_file: str, out_dir: st
 
 @pytest.fixture(scope="module")
 def two_accumulating_ranks(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("ddp_accumulation")
-    mp.spawn(_accumulating_worker, args=(2, str(folder / "init"), str(folder)), nprocs=2, join=True)
-    return [torch.load(folder / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    return _spawn_two_ranks(_accumulating_worker, tmp_path_factory.mktemp("ddp_accumulation"))
 
 
 @pytest.mark.parametrize("closing", ["last", "flush"])
