@@ -35,7 +35,7 @@ from .data import data_root
 from .ladders import LadderRun, Rung, classification_train_step, run_ladder
 from .profiles import Profile
 from .standins import CIFAR_STANDIN_CLASSES, skimage_photo
-from .verdicts import _span, efficiency_text, ratio_with_range
+from .verdicts import _rate, _span, efficiency_text, ratio_with_range
 
 FOLDER_MARKER = "STANDIN.txt"
 SAMPLES = 10**6  # an epoch long enough that no measurement restarts the workers
@@ -256,10 +256,7 @@ def optional_rows() -> list[tuple[str, str]]:
     return missing
 
 
-def _rate(row: dict[str, Any]) -> tuple[float, tuple[float, float]]:
-    """A rung's loader-alone rate and its range over rounds."""
-    rate = row["loader_samples_per_s"]
-    return rate, row.get("loader_samples_per_s_range") or (rate, rate)
+LOADER = "loader_samples_per_s"  # the ladder row's loader-alone rate (its range: LOADER + "_range")
 
 
 def rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
@@ -268,11 +265,12 @@ def rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
     first = rows[0]
     lines = []
     for row in rows:
-        rate, spread = _rate(row)
+        rate, spread = _rate(row, LOADER)
         against = (
             "the reference"
             if row is first
-            else "against the post's: " + ratio_with_range(rate, spread, *_rate(first), pick=("this one", "the post's"))
+            else "against the post's: "
+            + ratio_with_range(rate, spread, *_rate(first, LOADER), pick=("this one", "the post's"))
         )
         lines.append(
             f"{row['name']}: loader alone {_span(rate, spread)} samples/s ({against}); fed end to end "
@@ -288,10 +286,10 @@ def storage_verdict(rows: list[dict[str, Any]]) -> str:
                (("folder", "reduced"), ("store", "pre-resized"), ("shards", "WebDataset"))}  # fmt: skip
     ranked = sorted(by_name.items(), key=lambda item: -item[1]["loader_samples_per_s"])
     (best, top), (runner_up, second) = ranked[0], ranked[1]
-    ratio = ratio_with_range(*_rate(top), *_rate(second), pick=(best, runner_up))
+    ratio = ratio_with_range(*_rate(top, LOADER), *_rate(second, LOADER), pick=(best, runner_up))
     head = (f"{best} against {runner_up}, {ratio}" if "within the noise" in ratio
             else f"{best} is fastest here, {ratio} {runner_up}")  # fmt: skip
-    rates = ", ".join(f"{key} {_span(*_rate(row))} samples/s" for key, row in by_name.items())
+    rates = ", ".join(f"{key} {_span(*_rate(row, LOADER))} samples/s" for key, row in by_name.items())
     return f"On this machine's local disk, loader alone: {head} ({rates})."
 
 
