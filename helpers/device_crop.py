@@ -26,7 +26,7 @@ from .images import to_unit_float
 
 try:  # torchvision 0.29 deprecates its image decoders in favour of torchcodec's: use torchcodec where installed
     from torchcodec.decoders import decode_jpeg as torchcodec_decode_jpeg
-except ImportError:
+except (ImportError, RuntimeError, OSError):  # installed but its libraries (FFmpeg, CUDA's NPP) do not load here
     torchcodec_decode_jpeg = None
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

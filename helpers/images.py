@@ -54,10 +54,12 @@ def _sixteen_bit_to_rgb(image: Image.Image, path: Path) -> Image.Image:
         )
     if _holds_sixteen_bit_values(image, values):
         wide = values.astype(np.uint32)  # 255 x 65535 fits: in-place arithmetic, no int64 (or intp index) temporaries
+        del values  # mode I's int32 copy is as wide as `wide`: never hold both beside the outputs
         wide *= 255
         wide += 32767
         wide //= 65535  # rounds 0..65535 onto 0..255
         eight_bit = wide.astype(np.uint8)
+        del wide
     else:
         eight_bit = values.astype(np.uint8)  # 8-bit values in a 32-bit container: kept as they are
     rgb = np.empty((*eight_bit.shape, 3), dtype=np.uint8)
