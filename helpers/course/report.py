@@ -46,6 +46,11 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
 POLL_S = 0.5  # how often the runner looks at the kernel process and the clock while a notebook runs
 STOP_GRACE_S = 10.0  # how long a stopped notebook's worker thread gets to shut its kernel down before it is abandoned
+# How long nbclient keeps reading a cell's IOPub messages after the cell's reply. nbclient's default, 4 s, drops
+# what is still queued then: a busy runner falls behind a cell's output, and the last messages are the ones lost,
+# among them a progress bar's final widget updates (the saved widget state, and its text, then read an earlier
+# state, often the 0% it was displayed with). The kernel sends its idle status after them, so waiting costs nothing.
+IOPUB_TIMEOUT_S = 120
 
 
 @dataclass
@@ -187,6 +192,7 @@ async def _execute(state: _Execution) -> None:
         client = NotebookClient(
             state.notebook, km=kernel_manager, timeout=state.cell_timeout, on_cell_execute=on_cell_execute,
             on_cell_executed=on_cell_executed, resources={"metadata": {"path": str(state.cwd)}},
+            iopub_timeout=IOPUB_TIMEOUT_S,
         )  # fmt: skip
         await client.async_execute()
     except CellExecutionError as exc:

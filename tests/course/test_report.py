@@ -269,3 +269,24 @@ def test_saved_progress_bars_read_their_final_state():
     outputs = notebook.cells[0].outputs
     assert outputs[0]["data"]["text/plain"] == "train: 100%|██████████| 4/4 [00:02<00:00]"
     assert outputs[1]["data"]["text/plain"] == "IntSlider()"  # not a progress bar: left as it is
+
+
+def test_a_bar_whose_last_updates_reach_the_runner_late_is_saved_at_its_final_state(tmp_path, monkeypatch):
+    # a busy runner reads a cell's widget messages after the cell's reply: here each takes 0.2 s, so the bar's last
+    # updates arrive seconds after it (nbclient's default 4 s wait dropped them, and the bar was saved at 0%)
+    from nbclient import NotebookClient
+
+    handle = NotebookClient.handle_comm_msg
+
+    def slow(self, outs, msg, cell_index):
+        if msg["msg_type"] == "comm_msg":
+            time.sleep(0.2)
+        return handle(self, outs, msg, cell_index)
+
+    monkeypatch.setattr(NotebookClient, "handle_comm_msg", slow)
+    bar = "from tqdm.auto import tqdm\nfor i in tqdm(range(8), desc='train', mininterval=0):\n    pass"
+    run = execute_notebook(_notebook(tmp_path / "00_bar.ipynb", [bar, "x = 1"]), tmp_path / "out")
+    assert run.ok
+    saved = nbformat.read(run.executed_path, as_version=4).cells[0].outputs
+    texts = [o["data"]["text/plain"] for o in saved if report.WIDGET_VIEW in o.get("data", {})]
+    assert len(texts) == 1 and texts[0].startswith("train: 100%|██████████| 8/8"), texts
