@@ -261,8 +261,8 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 def final_progress_text(notebook: Any) -> int:
     """Give each tqdm widget output the text of its final state (what the saved widget state holds), in place of
-    the "0%" it was displayed with: GitHub, the HTML report and any viewer without widgets show that text. Returns
-    how many outputs it rewrote."""
+    the "0%" it was displayed with: GitHub, the HTML report and any viewer without widgets show that text. A bar
+    closed with leave=False (hidden in a live notebook) gets no text. Returns how many outputs it rewrote."""
     state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     rewritten = 0
     for cell in notebook.cells:
@@ -274,6 +274,11 @@ def final_progress_text(notebook: Any) -> int:
             ]
             if [p.get("model_name") for p in parts] != ["HTMLModel", "FloatProgressModel", "HTMLModel"]:
                 continue  # not a tqdm bar (an HBox of label, bar, label)
+            layout = state.get(box["state"].get("layout", "").removeprefix("IPY_MODEL_"), {}).get("state", {})
+            if layout.get("visibility") == "hidden":  # a leave=False bar, hidden when it closed: no text either
+                output["data"]["text/plain"] = ""
+                rewritten += 1
+                continue
             left, bar, right = (p["state"] for p in parts)
             share = bar.get("value", 0) / bar["max"] if bar.get("max") else 0.0
             drawn = "█" * round(10 * share) + " " * (10 - round(10 * share))

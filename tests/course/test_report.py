@@ -252,6 +252,8 @@ def test_saved_progress_bars_read_their_final_state():
         "r": model("HTMLModel", value="\u20074/4\u2007[00:02&lt;00:00]"),
         "other": model("IntSliderModel"),
     }
+    state["gone"] = model("HBoxModel", children=["IPY_MODEL_l", "IPY_MODEL_b", "IPY_MODEL_r"], layout="IPY_MODEL_y")
+    state["y"] = model("LayoutModel", visibility="hidden")  # tqdm(leave=False) hides its bar when it closes
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["widgets"] = {WIDGET_STATE: {"state": state}}
     bar = {
@@ -264,11 +266,13 @@ def test_saved_progress_bars_read_their_final_state():
         "metadata": {},
         "data": {WIDGET_VIEW: {"model_id": "other"}, "text/plain": "IntSlider()"},
     }
-    notebook.cells = [nbformat.v4.new_code_cell("x", outputs=[bar, slider])]
-    assert final_progress_text(notebook) == 1
+    gone = {**bar, "data": {WIDGET_VIEW: {"model_id": "gone"}, "text/plain": "eval:   0%|          | 0/4"}}
+    notebook.cells = [nbformat.v4.new_code_cell("x", outputs=[bar, slider, gone])]
+    assert final_progress_text(notebook) == 2
     outputs = notebook.cells[0].outputs
     assert outputs[0]["data"]["text/plain"] == "train: 100%|██████████| 4/4 [00:02<00:00]"
     assert outputs[1]["data"]["text/plain"] == "IntSlider()"  # not a progress bar: left as it is
+    assert outputs[2]["data"]["text/plain"] == ""  # hidden, as a live notebook shows it
 
 
 def test_a_bar_whose_last_updates_reach_the_runner_late_is_saved_at_its_final_state(tmp_path, monkeypatch):
