@@ -46,6 +46,11 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
 POLL_S = 0.5  # how often the runner looks at the kernel process and the clock while a notebook runs
 STOP_GRACE_S = 10.0  # how long a stopped notebook's worker thread gets to shut its kernel down before it is abandoned
+# How long nbclient keeps reading a cell's IOPub messages after the cell's reply. nbclient's default, 4 s, drops
+# what is still queued then: a busy runner falls behind a cell's output, and the last messages are the ones lost,
+# among them a progress bar's final widget updates (the saved widget state, and its text, then read an earlier
+# state, often the 0% it was displayed with). The kernel sends its idle status after them, so waiting costs nothing.
+IOPUB_TIMEOUT_S = 120
 
 
 @dataclass
@@ -187,6 +192,7 @@ async def _execute(state: _Execution) -> None:
         client = NotebookClient(
             state.notebook, km=kernel_manager, timeout=state.cell_timeout, on_cell_execute=on_cell_execute,
             on_cell_executed=on_cell_executed, resources={"metadata": {"path": str(state.cwd)}},
+            iopub_timeout=IOPUB_TIMEOUT_S,
         )  # fmt: skip
         await client.async_execute()
     except CellExecutionError as exc:
@@ -255,8 +261,8 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 def final_progress_text(notebook: Any) -> int:
     """Give each tqdm widget output the text of its final state (what the saved widget state holds), in place of
-    the "0%" it was displayed with: GitHub, the HTML report and any viewer without widgets show that text. Returns
-    how many outputs it rewrote."""
+    the "0%" it was displayed with: GitHub, the HTML report and any viewer without widgets show that text. A bar
+    closed with leave=False (hidden in a live notebook) gets no text. Returns how many outputs it rewrote."""
     state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     rewritten = 0
     for cell in notebook.cells:
@@ -268,6 +274,11 @@ def final_progress_text(notebook: Any) -> int:
             ]
             if [p.get("model_name") for p in parts] != ["HTMLModel", "FloatProgressModel", "HTMLModel"]:
                 continue  # not a tqdm bar (an HBox of label, bar, label)
+            layout = state.get(box["state"].get("layout", "").removeprefix("IPY_MODEL_"), {}).get("state", {})
+            if layout.get("visibility") == "hidden":  # a leave=False bar, hidden when it closed: no text either
+                output["data"]["text/plain"] = ""
+                rewritten += 1
+                continue
             left, bar, right = (p["state"] for p in parts)
             share = bar.get("value", 0) / bar["max"] if bar.get("max") else 0.0
             drawn = "█" * round(10 * share) + " " * (10 - round(10 * share))

@@ -252,6 +252,8 @@ def test_saved_progress_bars_read_their_final_state():
         "r": model("HTMLModel", value="\u20074/4\u2007[00:02&lt;00:00]"),
         "other": model("IntSliderModel"),
     }
+    state["gone"] = model("HBoxModel", children=["IPY_MODEL_l", "IPY_MODEL_b", "IPY_MODEL_r"], layout="IPY_MODEL_y")
+    state["y"] = model("LayoutModel", visibility="hidden")  # tqdm(leave=False) hides its bar when it closes
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["widgets"] = {WIDGET_STATE: {"state": state}}
     bar = {
@@ -264,8 +266,31 @@ def test_saved_progress_bars_read_their_final_state():
         "metadata": {},
         "data": {WIDGET_VIEW: {"model_id": "other"}, "text/plain": "IntSlider()"},
     }
-    notebook.cells = [nbformat.v4.new_code_cell("x", outputs=[bar, slider])]
-    assert final_progress_text(notebook) == 1
+    gone = {**bar, "data": {WIDGET_VIEW: {"model_id": "gone"}, "text/plain": "eval:   0%|          | 0/4"}}
+    notebook.cells = [nbformat.v4.new_code_cell("x", outputs=[bar, slider, gone])]
+    assert final_progress_text(notebook) == 2
     outputs = notebook.cells[0].outputs
     assert outputs[0]["data"]["text/plain"] == "train: 100%|██████████| 4/4 [00:02<00:00]"
     assert outputs[1]["data"]["text/plain"] == "IntSlider()"  # not a progress bar: left as it is
+    assert outputs[2]["data"]["text/plain"] == ""  # hidden, as a live notebook shows it
+
+
+def test_a_bar_whose_last_updates_reach_the_runner_late_is_saved_at_its_final_state(tmp_path, monkeypatch):
+    # a busy runner reads a cell's widget messages after the cell's reply: here each takes 0.2 s, so the bar's last
+    # updates arrive seconds after it (nbclient's default 4 s wait dropped them, and the bar was saved at 0%)
+    from nbclient import NotebookClient
+
+    handle = NotebookClient.handle_comm_msg
+
+    def slow(self, outs, msg, cell_index):
+        if msg["msg_type"] == "comm_msg":
+            time.sleep(0.2)
+        return handle(self, outs, msg, cell_index)
+
+    monkeypatch.setattr(NotebookClient, "handle_comm_msg", slow)
+    bar = "from tqdm.auto import tqdm\nfor i in tqdm(range(8), desc='train', mininterval=0):\n    pass"
+    run = execute_notebook(_notebook(tmp_path / "00_bar.ipynb", [bar, "x = 1"]), tmp_path / "out")
+    assert run.ok
+    saved = nbformat.read(run.executed_path, as_version=4).cells[0].outputs
+    texts = [o["data"]["text/plain"] for o in saved if report.WIDGET_VIEW in o.get("data", {})]
+    assert len(texts) == 1 and texts[0].startswith("train: 100%|██████████| 8/8"), texts
