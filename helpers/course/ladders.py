@@ -5,6 +5,7 @@ helpers.bench`."""
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import json
 import statistics
@@ -19,7 +20,7 @@ from torch import nn
 from torchvision.datasets import ImageFolder
 from tqdm.auto import tqdm
 
-from ..augment import cifar_train_augment
+from ..augment import NormalizeToFloat, cifar_train_augment
 from ..batch_size import batch_that_fits
 from ..cifar import cifar10_class_names, load_cifar10
 from ..doctor import diagnose_pipeline
@@ -336,6 +337,16 @@ def seed_post_batch(
     return batch, why
 
 
+def ceiling_conversion(augment: nn.Module) -> nn.Module:
+    """What a ceiling rung runs instead of `augment`: its final conversion (the last `NormalizeToFloat` in it, with its
+    mean, std and memory format) and no random work, so the ceiling's batches reach the step in the same dtype,
+    layout and normalisation as the rung it bounds; the course's default conversion when `augment` has none."""
+    found = [m for m in augment.modules() if isinstance(m, NormalizeToFloat)]
+    if not found:
+        return cifar_train_augment()[-1]
+    return copy.deepcopy(found[-1])
+
+
 def cifar_ladder(
     images: torch.Tensor,
     labels: torch.Tensor,
@@ -371,8 +382,8 @@ def cifar_ladder(
 
     def on_device(augment: bool):
         def build():
-            transform = make_augment().to(device) if augment else None
-            return DeviceTensorLoader(images, labels, batch_size=batch_size, device=device, augment=transform,
+            transform = make_augment() if augment else ceiling_conversion(make_augment())
+            return DeviceTensorLoader(images, labels, batch_size=batch_size, device=device, augment=transform.to(device),
                                       drop_last=True, seed=seed)  # fmt: skip
 
         return build
@@ -385,7 +396,8 @@ def cifar_ladder(
         Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} worker{'s' * (seed_workers != 1)}",
              native_pil, model, seed_workers, classification_train_step, role="native size"),
         Rung(f"whole dataset as uint8 on the device + {what}", on_device(True), model, 0, classification_train_step, role="device"),
-        Rung("whole dataset as uint8 on the device, no augmentation (the ceiling)", on_device(False), model, 0,
+        Rung("whole dataset as uint8 on the device, no augmentation, the same conversion to normalised float (the "
+             "ceiling)", on_device(False), model, 0,
              classification_train_step, role="ceiling", bounds="device"),
     ]  # fmt: skip
 

@@ -160,4 +160,35 @@ def test_the_cifar_ladders_device_rung_uses_the_augmentation_it_is_given(tmp_pat
     loader = mine["device"].build()
     assert any(isinstance(m, K.RandomRotation) for m in loader.augment) and "your kornia" in mine["device"].name
     assert next(iter(loader))[0].shape == (4, 3, 32, 32)
-    assert mine["ceiling"].build().augment is None  # the ceiling stays unaugmented
+    ceiling = mine["ceiling"].build().augment  # the ceiling: the rotated rung's Normalize, no random work
+    assert not any(isinstance(m, (K.RandomRotation, K.ColorJitter)) for m in ceiling.modules())
+
+
+def test_the_cifar_ceiling_feeds_the_same_dtype_layout_and_normalisation_as_the_rung_it_bounds(tmp_path):
+    # the ceiling once yielded uint8 NCHW, so its step converted and changed layout itself and ran slower than the
+    # augmented rung it bounds: a ceiling does the bounded rung's final conversion, with no random work
+    from torch import nn
+
+    from helpers.augment import CIFAR10_MEAN, CIFAR10_STD, NormalizeToFloat
+    from helpers.course.ladders import cifar_ladder
+
+    image = torch.randint(0, 256, (1, 3, 32, 32), dtype=torch.uint8)
+    images, labels = image.repeat(8, 1, 1, 1), torch.arange(8) % 10  # every sample the same: batches are known
+
+    def batches(**kw):
+        built = cifar_ladder(images, labels, image_folder=tmp_path, device=torch.device("cpu"), batch_size=4,
+                             seed_batch=2, model=lambda: nn.Identity(), **kw)  # fmt: skip
+        rungs = {r.role: r for r in built}
+        assert rungs["ceiling"].bounds == "device"
+        return next(iter(rungs["device"].build()))[0], next(iter(rungs["ceiling"].build()))[0]
+
+    augmented, ceiling = batches()
+    assert ceiling.dtype == augmented.dtype == torch.float32
+    assert ceiling.is_contiguous(memory_format=torch.channels_last)
+    assert augmented.is_contiguous(memory_format=torch.channels_last)
+    mean, std = torch.tensor(CIFAR10_MEAN).view(1, 3, 1, 1), torch.tensor(CIFAR10_STD).view(1, 3, 1, 1)
+    torch.testing.assert_close(ceiling, ((image / 255 - mean) / std).expand(4, -1, -1, -1))
+    mine = NormalizeToFloat((0.5, 0.5, 0.5), (0.25, 0.25, 0.25), channels_last=False)  # an augmentation's own
+    augmented, ceiling = batches(augment=lambda: nn.Sequential(mine))
+    torch.testing.assert_close(ceiling, augmented)
+    assert ceiling.is_contiguous() and not ceiling.is_contiguous(memory_format=torch.channels_last)
