@@ -21,7 +21,7 @@ from torchvision.datasets import ImageFolder
 from tqdm.auto import tqdm
 
 from ..augment import NormalizeToFloat, cifar_train_augment
-from ..batch_size import batch_that_fits
+from ..batch_size import batch_for_step_time, batch_that_fits
 from ..cifar import cifar10_class_names, load_cifar10
 from ..doctor import diagnose_pipeline
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
@@ -320,7 +320,8 @@ def seed_post_batch(
     model: Callable[[], nn.Module], *, device: torch.device, wanted: int, step_s: float | None = None
 ) -> tuple[int, str]:
     """The batch the post's 224-px pipeline can train at here: one step measured, scaled to the free memory (halved
-    on a CUDA out-of-memory error) and, with `step_s`, to a step of at most that many seconds."""
+    on a CUDA out-of-memory error) and, with `step_s`, to a step of at most about that many seconds (timed at a
+    representative batch after a warm-up, checked at the batch chosen; the sentence gives the predicted step time)."""
     torch.manual_seed(0)
     step = classification_train_step(model().to(device))
 
@@ -330,10 +331,10 @@ def seed_post_batch(
 
     batch, why = batch_that_fits(run, wanted=wanted, device=device)
     if step_s is not None:
-        per_image = seconds_per_call(lambda: run(2), calls=1, device=device) / 2
-        if per_image * batch > step_s:
-            batch = max(1, int(step_s / per_image))
-            why += f"; {per_image:.2f} s per image per step, so batch {batch} for steps of about {step_s:.2g} s"
+        batch, _, timed = batch_for_step_time(
+            lambda n: seconds_per_call(lambda: run(n), calls=1, warmup=0, device=device), largest=batch, step_s=step_s
+        )
+        why += f"; {timed}"
     return batch, why
 
 
