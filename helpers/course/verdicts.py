@@ -78,11 +78,6 @@ def _ranges_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def _noise_note(a: tuple[float, float] | None, b: tuple[float, float] | None) -> str:
-    """What to append to a ratio whose two (low, high) ranges overlap; nothing when they do not or one is unknown."""
-    return " (ranges overlap: within the noise)" if a is not None and b is not None and _ranges_overlap(a, b) else ""
-
-
 def _span(value: float, spread: tuple[float, float] | None, digits: int = 0) -> str:
     """'400 (380–420)': a median with its range over rounds or blocks."""
     if spread is None:
@@ -98,19 +93,28 @@ def ratio_with_range(
     *,
     pick: tuple[str, str] | None = None,
     lower_is_better: bool = False,
+    keep: tuple[str, str] | None = None,
 ) -> str:
     """a against b as a ratio with its range (lowest over highest to highest over lowest); when the two ranges overlap
-    it says so: 'within the noise of this machine', and, given `pick` (a's name, b's name), the one it would pick."""
+    it says so: 'within the noise of this machine', and, given `pick` (a's name, b's name), that this measurement
+    cannot tell the two apart here; given `keep` too (the name kept, and why), which one the course keeps and why.
+    (`lower_is_better` is kept for callers: a tie names no winner, whichever way round is better.)"""
     low, high = a_range[0] / b_range[1], a_range[1] / b_range[0]
     if a_range[0] == a_range[1] and b_range[0] == b_range[1]:
         return f"{ratio_text(a / b)} (one measurement each: no range)"
     text = f"{ratio_text(a / b)} (range {low:.2f}–{high:.2f}x)"
     if not _ranges_overlap(a_range, b_range):
         return text
-    choice = ""
-    if pick is not None:
-        choice = f"; it would pick '{pick[0] if (a <= b) == lower_is_better else pick[1]}'"
-    return f"within the noise of this machine: measured {ratio_text(a / b)} (range {low:.2f}–{high:.2f}x){choice}"
+    return f"within the noise of this machine: measured {text}{tie_text(pick, keep)}"
+
+
+def tie_text(names: tuple[str, str] | None, keep: tuple[str, str] | None = None) -> str:
+    """After a result within the noise: '; this measurement cannot tell 'a' and 'b' apart on this machine', and with
+    `keep` (a name and why) ', so the course keeps 'a', why'."""
+    if names is None:
+        return ""
+    text = f"; this measurement cannot tell '{names[0]}' and '{names[1]}' apart on this machine"
+    return text + (f": the course keeps '{keep[0]}', {keep[1]}" if keep else "")
 
 
 def _efficiency(row: Any) -> tuple[float, float, float]:
@@ -354,14 +358,15 @@ def sweep_ladder_verdict(
 
 
 def doctor_change_verdict(before: Any, after: Any, *, change: str) -> str:
-    """01: the doctor on one training loop before and after one change: fed rates with their ranges over blocks, and
-    what the doctor read each time (diagnoses from helpers.doctor.diagnose)."""
+    """01: the doctor on one training loop before and after one change: fed rates with their ranges over blocks, the
+    ratio with its range (within the noise when the ranges overlap), and what the doctor read each time (diagnoses
+    from helpers.doctor.diagnose)."""
     (b, b_low, b_high), (a, a_low, a_high) = before.fed_samples_per_s, after.fed_samples_per_s
+    ratio = ratio_with_range(a, (a_low, a_high), b, (b_low, b_high), pick=(f"with {change}", "before"))
     return (
         f"With {change}, the loop was fed {a:.1f} samples/s ({a_low:.1f}–{a_high:.1f}) against {b:.1f} "
-        f"({b_low:.1f}–{b_high:.1f}) before (medians over block pairs): {ratio_text(a / b)}"
-        f"{_noise_note((b_low, b_high), (a_low, a_high))}. The doctor read {before.verdict.lower()} before and "
-        f"{after.verdict.lower()} after."
+        f"({b_low:.1f}–{b_high:.1f}) before (medians over block pairs): {ratio}. The doctor read "
+        f"{before.verdict.lower()} before and {after.verdict.lower()} after."
     )
 
 
@@ -445,13 +450,26 @@ def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice:
     fastest = min(results, key=lambda r: r["step_ms"])
     tied = [r["precision"] for r in results if r is not fastest and r.get("step_ms_range") and
             fastest.get("step_ms_range") and _ranges_overlap(r["step_ms_range"], fastest["step_ms_range"])]  # fmt: skip
-    ranking = f"The fastest step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
-        f", within the noise of {', '.join(tied)}" if tied else "")  # fmt: skip
-    chosen = f" The choice, from these same timings of the native precisions: {choice.reason}." if choice else ""
+    ranking = f"The fastest median step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
+        f", but its range overlaps {' and '.join(tied)}'s: this measurement cannot tell "
+        f"{' and '.join([fastest['precision'], *tied])} apart on this machine" if tied else "")  # fmt: skip
     return (
         f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
-        f"{losses}.{chosen}"
+        f"{losses}.{_choice_text(choice)}"
     )
+
+
+def _choice_text(choice: Any) -> str:
+    """The precision kept and why, from the same timings as the table: after a tie, plainly which one the course
+    keeps (fp32, the default, unless another is measurably faster)."""
+    if choice is None:
+        return ""
+    if not getattr(choice, "within_noise", False):
+        return f" The choice, from these same timings of the native precisions: {choice.reason}."
+    others = " or ".join(p for p in choice.step_ms if p != choice.precision)
+    why = (f"the default (full precision), since {others} is not measurably faster here" if choice.precision == "fp32"
+           else "the lower median of the precisions this measurement cannot tell apart, fp32 not among them")  # fmt: skip
+    return f" The course keeps {choice.precision}, {why} (from these same timings: {choice.reason})."
 
 
 def _median_and_range(value: Any) -> tuple[float, tuple[float, float] | None]:
@@ -468,7 +486,10 @@ def channels_last_verdict(table: dict[tuple[str, str], Any]) -> str:
         nchw, nchw_range = _median_and_range(table[("NCHW", precision)])
         last, last_range = _median_and_range(table[("channels_last", precision)])
         spread = _ratio_range(nchw_range, last_range)
-        parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}")
+        tie = (tie_text(("NCHW", "channels_last"), ("channels_last", "the layout the course's CIFAR recipe trains in, "
+               "since NCHW is not measurably faster here")) if nchw_range and last_range and
+               _ranges_overlap(nchw_range, last_range) else "")  # fmt: skip
+        parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}{tie}")
     return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)."
 
 

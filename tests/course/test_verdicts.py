@@ -124,7 +124,7 @@ def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
     assert text.index("12.6x") < text.index("The post reported")
 
 
-def test_overlapping_ranges_read_within_the_noise_with_the_candidate_it_would_pick():
+def test_overlapping_ranges_read_within_the_noise_and_say_the_measurement_cannot_tell_them_apart():
     rows = [
         {**_ladder_row("plain", 1000, 200, 210, 0.95, role="seed post"), "loader_samples_per_s_range": (900, 1100),
          "fed_samples_per_s_range": (190, 215), "efficiency_range": (0.9, 0.99)},
@@ -132,8 +132,9 @@ def test_overlapping_ranges_read_within_the_noise_with_the_candidate_it_would_pi
          "fed_samples_per_s_range": (195, 210), "efficiency_range": (0.97, 1.06)},
     ]  # fmt: skip
     text = verdicts.ladder_verdict(rows)
-    assert "'tuned' within the noise of this machine: measured 1.1x (range 0.86–1.28x); it would pick 'tuned'" in text
-    assert "against the next, 'plain': within the noise of this machine" in text and "it would pick 'tuned'" in text
+    assert ("'tuned' within the noise of this machine: measured 1.1x (range 0.86–1.28x); this measurement cannot "
+            "tell 'tuned' and 'plain' apart on this machine" in text)  # fmt: skip
+    assert "against the next, 'plain': within the noise of this machine" in text and "would pick" not in text
     assert "best" not in text
 
 
@@ -213,7 +214,7 @@ def test_loader_pair_verdict_gives_the_ratio_with_its_range_or_the_noise():
     apart = verdicts.loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [400, 420, 380])], device="cpu")
     assert "4.0x (range 3.45–4.67x)" in apart and "within the noise" not in apart
     close = verdicts.loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [105, 115, 95])], device="cpu")
-    assert "within the noise of this machine" in close and "it would pick 'device'" in close
+    assert "within the noise of this machine" in close and "cannot tell 'device' and 'cpu crops' apart" in close
 
 
 def test_same_steps_verdict_names_everything_the_two_set_ups_differ_in():
@@ -240,7 +241,7 @@ def test_precision_verdict_marks_emulated_precisions_and_compares_losses_at_a_co
         {"precision": "bf16", "native": False, "step_ms": 564.0, "losses": [0.5, 0.41, 0.31]},
     ]
     text = verdicts.precision_verdict(results, device="cpu")
-    assert "bf16 8.5x the fp32 step time, not native here" in text and "fastest step was fp32" in text
+    assert "bf16 8.5x the fp32 step time, not native here" in text and "fastest median step was fp32" in text
     assert "After 3 steps" in text and "fp32 0.3000" in text
 
 
@@ -326,7 +327,16 @@ def test_doctor_change_verdict_reads_fed_rates_with_their_ranges():
     before = SimpleNamespace(fed_samples_per_s=(10.0, 9.0, 11.0), verdict="INPUT-BOUND")
     after = SimpleNamespace(fed_samples_per_s=(20.0, 18.0, 22.0), verdict="INCONCLUSIVE")
     text = verdicts.doctor_change_verdict(before, after, change="2 persistent workers")
-    assert "fed 20.0 samples/s (18.0–22.0) against 10.0 (9.0–11.0) before" in text and "2.0x." in text
+    assert "fed 20.0 samples/s (18.0–22.0) against 10.0 (9.0–11.0) before" in text
+    assert "2.0x (range 1.64–2.44x)." in text  # the ratio with its range, not alone
     assert "input-bound before and inconclusive after" in text
     close = SimpleNamespace(fed_samples_per_s=(10.5, 9.5, 12.0), verdict="INPUT-BOUND")
-    assert "within the noise" in verdicts.doctor_change_verdict(before, close, change="x")
+    tied = verdicts.doctor_change_verdict(before, close, change="x")
+    assert "within the noise of this machine: measured 1.1x (range 0.86–1.33x)" in tied
+    assert "cannot tell 'with x' and 'before' apart" in tied
+
+
+def test_a_tie_says_which_candidate_the_course_keeps_and_why_when_given():
+    text = verdicts.ratio_with_range(1.0, (0.9, 1.1), 1.05, (0.95, 1.15), pick=("a", "b"), keep=("b", "the default"))
+    assert text.endswith("cannot tell 'a' and 'b' apart on this machine: the course keeps 'b', the default")
+    assert "would pick" not in text
