@@ -210,11 +210,20 @@ def _median_and_range(values: list[float]) -> tuple[float, tuple[float, float]]:
     return statistics.median(values), (min(values), max(values))
 
 
+def _efficiency(fed: float, premade: float, per_round: tuple[float, float]) -> tuple[float, tuple[float, float]]:
+    """A rung's efficiency as its table prints it: the fed median over the pre-made median (the two columns beside
+    it, so dividing them gives it), with the range of the per-round ratios (each round's fed block over its own
+    pre-made block), widened to the ratio of the medians in the rare case it falls outside them."""
+    ratio = fed / premade
+    return ratio, (min(per_round[0], ratio), max(per_round[1], ratio))
+
+
 def _row(turn: _Turn, cores: int) -> dict[str, Any]:
     probe, fed = turn.probe, turn.probe.result()
     alone, alone_range = _median_and_range(probe.rates("alone"))
     fed_rate, fed_range = _median_and_range(probe.rates("fed"))
     premade, premade_range = _median_and_range(probe.rates("premade"))
+    efficiency, efficiency_range = _efficiency(fed_rate, premade, fed.efficiency_range)
     busy = fed.load is not None and fed.load.busy
     return {
         "name": turn.rung.name, "role": turn.rung.role, "bounds": turn.rung.bounds, "model_note": turn.rung.model_note,
@@ -222,7 +231,7 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
         "loader_samples_per_s": alone, "loader_samples_per_s_range": alone_range,
         "fed_samples_per_s": fed_rate, "fed_samples_per_s_range": fed_range,
         "premade_samples_per_s": premade, "premade_samples_per_s_range": premade_range,
-        "pipeline_efficiency": fed.pipeline_efficiency, "efficiency_range": fed.efficiency_range,
+        "pipeline_efficiency": efficiency, "efficiency_range": efficiency_range,
         "data_wait_ms": fed.data_wait_ms, "compute_ms": fed.compute_ms, "premade_step_ms": fed.premade_step_ms,
         "rounds": len(probe.rates("alone")), "steps_per_turn": turn.steps, "peak_device_mib": fed.peak_device_mib,
         "load": fed.load.as_dict() if fed.load else None, "load_note": fed.load.note() if busy and fed.load else "",
@@ -235,8 +244,8 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
     efficiencies above 1 read as 1.0 within the noise; a note for each rung measured while the machine was busy."""
     lines = [
         f"{label}\n" if label else "",
-        "| rung | loader alone, samples/s | × first | fed end to end, samples/s | pre-made, samples/s | efficiency "
-        "| data-wait ms | step ms, fed / pre-made |",
+        "| rung | loader alone, samples/s | × first | fed end to end, samples/s | pre-made, samples/s | efficiency, "
+        "fed / pre-made | data-wait ms | step ms, fed / pre-made |",
         "|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in rows:
@@ -248,7 +257,10 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
         )
     notes = sorted({r["model_note"] for r in rows if r["model_note"]})
     lines += [f"\n† {note}" for note in notes]
-    lines.append(f"\nmedians over {rows[0]['rounds']} interleaved rounds (range in brackets)")
+    lines.append(
+        f"\nmedians over {rows[0]['rounds']} interleaved rounds (range in brackets); efficiency is the fed "
+        "median over the pre-made median, its range the lowest and highest ratio of one round's blocks"
+    )
     busy = busy_summary(rows)
     lines += [f"measured on a busy machine: {busy}"] if busy else []
     return "\n".join(lines)

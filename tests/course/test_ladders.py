@@ -192,3 +192,25 @@ def test_the_cifar_ceiling_feeds_the_same_dtype_layout_and_normalisation_as_the_
     augmented, ceiling = batches(augment=lambda: nn.Sequential(mine))
     torch.testing.assert_close(ceiling, augmented)
     assert ceiling.is_contiguous() and not ceiling.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_a_ladder_rows_efficiency_is_its_printed_fed_median_over_its_printed_premade_median():
+    # 04's table printed an efficiency (the median of per-round ratios) that the fed and pre-made columns beside it
+    # contradicted: dividing the two printed medians must give the printed efficiency, its range the rounds' ratios
+    from torch import nn
+
+    from helpers.course.ladders import PipelineProbe, Rung, _row, _Turn, ladder_table
+
+    probe = PipelineProbe([(torch.zeros(4, 3), torch.zeros(4, 1))], lambda batch: None, torch.device("cpu"), premade=1)
+    probe.alone = [(1.0, 500), (1.0, 600), (1.0, 700)]
+    probe.fed = [(1.0, 100), (1.0, 300), (1.0, 200)]  # median 200
+    probe.premade = [(1.0, 200), (1.0, 200), (1.0, 1000)]  # median 200; the rounds' ratios 0.5, 1.5, 0.2
+    probe.waits, probe.computes = [[0.01]] * 3, [[0.02]] * 3
+    rung = Rung("r", lambda: [], lambda: nn.Identity(), role="r")
+    row = _row(_Turn(rung, probe), cores=2)
+    assert row["fed_samples_per_s"] == 200 and row["premade_samples_per_s"] == 200
+    assert row["pipeline_efficiency"] == 1.0 and row["efficiency_range"] == (0.2, 1.5)
+    row["loader_vs_first"] = 1.0
+    table = ladder_table([row])
+    assert "| 200 (100–300) | 200 (200–1000) | 1.00 (0.20–1.50, >1 is noise) |" in table
+    assert "efficiency is the fed median over the pre-made median" in table
