@@ -223,7 +223,7 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
     alone, alone_range = _median_and_range(probe.rates("alone"))
     fed_rate, fed_range = _median_and_range(probe.rates("fed"))
     premade, premade_range = _median_and_range(probe.rates("premade"))
-    efficiency, efficiency_range = _efficiency(fed_rate, premade, fed.efficiency_range)
+    efficiency, efficiency_range = _efficiency(fed_rate, premade, fed.efficiency_range or (fed_rate / premade,) * 2)
     busy = fed.load is not None and fed.load.busy
     return {
         "name": turn.rung.name, "role": turn.rung.role, "bounds": turn.rung.bounds, "model_note": turn.rung.model_note,
