@@ -434,9 +434,10 @@ def _ratio_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -
     return f" (range {a[0] / b[1]:.2f}–{a[1] / b[0]:.2f}x{'; within the noise' if _ranges_overlap(a, b) else ''})"
 
 
-def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice: Any = None) -> str:
+def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice: Any = None, load: Any = None) -> str:
     """03: each precision's step time against fp32's (with the interval of the ratio when the rows carry ranges),
-    whether it is native here, the losses at a common step, and the choice made from the same measurement."""
+    whether it is native here, the losses at a common step, the choice made from the same measurement, and the load
+    meter's line when other processes used the cores during it (`load`, a helpers.loadmeter reading)."""
     fp32 = next(r for r in results if r["precision"] == "fp32")
     parts = []
     for r in results:
@@ -455,7 +456,7 @@ def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice:
         f"{' and '.join([fastest['precision'], *tied])} apart on this machine" if tied else "")  # fmt: skip
     return (
         f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
-        f"{losses}.{_choice_text(choice)}"
+        f"{losses}.{_choice_text(choice)}" + busy_text(load)
     )
 
 
@@ -478,9 +479,10 @@ def _median_and_range(value: Any) -> tuple[float, tuple[float, float] | None]:
     return statistics.median(value), (min(value), max(value))
 
 
-def channels_last_verdict(table: dict[tuple[str, str], Any]) -> str:
+def channels_last_verdict(table: dict[tuple[str, str], Any], *, load: Any = None) -> str:
     """03: what channels_last did to the step time, per precision: a median ratio, and with repeated interleaved
-    timings (lists of ms) the interval of the ratio and whether it is within the noise."""
+    timings (lists of ms) the interval of the ratio and whether it is within the noise; the load meter's line when
+    other processes used the cores during the timings (`load`)."""
     parts = []
     for precision in dict.fromkeys(p for _, p in table):
         nchw, nchw_range = _median_and_range(table[("NCHW", precision)])
@@ -490,7 +492,7 @@ def channels_last_verdict(table: dict[tuple[str, str], Any]) -> str:
                "since NCHW is not measurably faster here")) if nchw_range and last_range and
                _ranges_overlap(nchw_range, last_range) else "")  # fmt: skip
         parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}{tie}")
-    return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)."
+    return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)." + busy_text(load)
 
 
 def augmentation_claim_verdict(rows: Sequence[dict[str, Any]], *, claimed_ratio: float, device: str) -> str:
@@ -538,6 +540,12 @@ def sr_verdict(gains: Sequence[float], *, data: str) -> str:
     )
 
 
+def busy_text(load: Any) -> str:
+    """' Measured on a busy machine: other processes used 0.8 of 2 cores during this measurement.' for a load
+    reading (helpers.loadmeter) taken while other processes kept the cores busy; empty for a quiet one or None."""
+    return f" Measured on a busy machine: {load.note()}." if load is not None and load.busy else ""
+
+
 def _result_load(results: Sequence[Any]) -> str:
     """A sentence for PipelineResults measured while other processes kept the machine busy (empty when none was)."""
     busy = [r.load for r in results if getattr(r, "load", None) is not None and r.load.busy]
@@ -571,9 +579,11 @@ def same_steps_verdict(
     post_batch: int,
     course_batch: int,
     same_network: bool,
+    load: Any = None,
 ) -> str:
     """06: the post's set-up against the course's over the same steps (medians over interleaved rounds, with ranges),
-    what differs between them besides the loader, and the pixel ratio of their inputs."""
+    what differs between them besides the loader, the pixel ratio of their inputs, and the load meter's line when
+    other processes used the cores during the timings (`load`)."""
     post, course = statistics.median(post_rates), statistics.median(course_rates)
     post_range, course_range = (min(post_rates), max(post_rates)), (min(course_rates), max(course_rates))
     ratio = ratio_with_range(course, course_range, post, post_range, pick=("the course's", "the post's"))
@@ -592,7 +602,7 @@ def same_steps_verdict(
     return (
         f"The course's set-up trained {_span(course, course_range, 1)} images/s and the post's {_span(post, post_range, 1)} "
         f"(medians over {len(post_rates)} interleaved rounds): {ratio}. The two differ in {', '.join(differs[:-1])} and "
-        f"{differs[-1]}, so the ratio is the set-ups', not the loader's alone."
+        f"{differs[-1]}, so the ratio is the set-ups', not the loader's alone." + busy_text(load)
     )
 
 

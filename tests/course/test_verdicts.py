@@ -340,3 +340,22 @@ def test_a_tie_says_which_candidate_the_course_keeps_and_why_when_given():
     text = verdicts.ratio_with_range(1.0, (0.9, 1.1), 1.05, (0.95, 1.15), pick=("a", "b"), keep=("b", "the default"))
     assert text.endswith("cannot tell 'a' and 'b' apart on this machine: the course keeps 'b', the default")
     assert "would pick" not in text
+
+
+def test_03_and_06_verdicts_carry_the_load_meters_line_when_the_machine_was_busy():
+    # 03's precision and channels_last verdicts and 06's same-steps verdict were printed without saying how busy the
+    # machine was while their timings ran
+    from helpers.loadmeter import LoadReading
+
+    busy, quiet = LoadReading(0.8, 2, 10.0, None), LoadReading(0.0, 2, 10.0, None)
+    line = " Measured on a busy machine: other processes used 0.8 of 2 cores during this measurement."
+    precision = [{"precision": "fp32", "native": True, "step_ms": 10.0, "losses": [0.5]},
+                 {"precision": "bf16", "native": True, "step_ms": 20.0, "losses": [0.5]}]  # fmt: skip
+    layouts = {("NCHW", "fp32"): [20.0, 21.0], ("channels_last", "fp32"): [9.0, 10.0]}
+    steps = dict(post_rates=[10.0, 11.0], course_rates=[100.0, 110.0], post_px=224, course_px=32, post_batch=8,
+                 course_batch=64, same_network=True)  # fmt: skip
+    for verdict in (lambda load: verdicts.precision_verdict(precision, device="cpu", load=load),
+                    lambda load: verdicts.channels_last_verdict(layouts, load=load),
+                    lambda load: verdicts.same_steps_verdict(**steps, load=load)):  # fmt: skip
+        assert verdict(busy).endswith(line)
+        assert "busy" not in verdict(quiet) and "busy" not in verdict(None)
