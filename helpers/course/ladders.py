@@ -76,13 +76,21 @@ def sr_memory_by_scale(paths: list[Path], scales: tuple[int, ...] = (2, 3, 4)) -
 
 
 def plain_train_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-) -> Callable[[Any], float]:
+    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    memory_format: torch.memory_format = torch.contiguous_format,
+) -> Callable[[Any], float]:  # fmt: skip
     """A plain fp32 step for benchmarking loaders: takes an (inputs, targets) batch on the device; uint8 tensors are
-    made float in [0, 1] here, on the device, as a fast pipeline sends them."""
+    made float in [0, 1] here, on the device, as a fast pipeline sends them, and image batches are put in
+    `memory_format` (a no-op when they arrive in it). Every rung's batches thus reach the model in one layout: the
+    decoded cache's RGBX crops are channels-last-strided, a PIL loader's NCHW, and a step on another layout runs at
+    another speed, which made rungs of the same model measure different pre-made baselines."""
+
+    def layout(tensor: torch.Tensor) -> torch.Tensor:
+        tensor = to_unit_float(tensor)
+        return tensor.contiguous(memory_format=memory_format) if tensor.ndim == 4 else tensor
 
     def step(batch: Any) -> float:
-        inputs, targets = (to_unit_float(t) for t in batch)
+        inputs, targets = (layout(t) for t in batch)
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(inputs), targets)
         loss.backward()
@@ -93,14 +101,18 @@ def plain_train_step(
 
 
 def sr_train_step(model: nn.Module, learning_rate: float = 1e-4) -> Callable[[Any], float]:
-    """The SR benchmark step: L1 loss, Adam."""
+    """The SR benchmark step: L1 loss, Adam, images in the contiguous NCHW layout whichever layout a rung sends."""
     return plain_train_step(model, torch.optim.Adam(model.parameters(), lr=learning_rate), nn.L1Loss())
 
 
 def classification_train_step(model: nn.Module, learning_rate: float = 0.05) -> Callable[[Any], float]:
-    """The classification benchmark step: cross-entropy, SGD with momentum."""
+    """The classification benchmark step: cross-entropy, SGD with momentum, images in channels_last (the layout the
+    on-device rungs' NormalizeToFloat hands over; the PIL rungs' NCHW batches are converted in the step)."""
     return plain_train_step(
-        model, torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9), nn.CrossEntropyLoss()
+        model,
+        torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9),
+        nn.CrossEntropyLoss(),
+        torch.channels_last,
     )
 
 
@@ -261,9 +273,25 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
         f"\nmedians over {rows[0]['rounds']} interleaved rounds (range in brackets); efficiency is the fed "
         "median over the pre-made median, its range the lowest and highest ratio of one round's blocks"
     )
+    lines += _threads_notes(rows)
     busy = busy_summary(rows)
     lines += [f"measured on a busy machine: {busy}"] if busy else []
     return "\n".join(lines)
+
+
+def _threads_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Why the pre-made rates of rungs that train the same model differ, where their intra-op threads do: a rung's
+    workers take cores from its step (the CPU budget), so its pre-made baseline is that of fewer threads."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row["model_note"], []).append(row)
+    return [
+        "pre-made rates of rungs that train the same model differ with their intra-op threads (the CPU budget: a "
+        "rung's workers take cores from its step): "
+        + ", ".join(f"'{r['name']}' {r['threads']} thread{'s' * (r['threads'] != 1)}" for r in same)
+        for same in groups.values()
+        if len({r.get("threads") for r in same}) > 1
+    ]
 
 
 def _with_range(row: dict[str, Any], key: str) -> str:

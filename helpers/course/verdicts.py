@@ -49,10 +49,12 @@ def _times(values: float | Sequence[float]) -> tuple[float, tuple[float, float] 
 
 
 def decode_verdict(
-    crop_ms: float | Sequence[float], full_ms: float | Sequence[float], held: tuple[int, int], size: tuple[int, int]
-) -> str:
+    crop_ms: float | Sequence[float], full_ms: float | Sequence[float], held: tuple[int, int], size: tuple[int, int],
+    *, load: Any = None,
+) -> str:  # fmt: skip
     """02: whether cropping saved decoding time and memory, from a crop's time against a full decode's (given the
-    repeated timings, each with its range, and overlapping ranges named as noise)."""
+    repeated timings, each with its range, and overlapping ranges named as noise; the load meter's line when the
+    machine was busy)."""
     whole = "the whole decoded image" if held == size else f"{held[0]}x{held[1]} pixels"
     (crop, crop_range), (full, full_range) = _times(crop_ms), _times(full_ms)
     if crop_range is not None and full_range is not None:
@@ -69,7 +71,7 @@ def decode_verdict(
         )
     return (
         f"A 32-px crop took {_span(crop, crop_range, 2)} ms against {_span(full, full_range, 2)} ms for a full "
-        f"decode ({verdict}); afterwards PIL held {whole}."
+        f"decode ({verdict}); afterwards PIL held {whole}." + busy_text(load)
     )
 
 
@@ -370,9 +372,9 @@ def doctor_change_verdict(before: Any, after: Any, *, change: str) -> str:
     )
 
 
-def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence[float]) -> str:
+def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence[float], load: Any = None) -> str:
     """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words (given the
-    repeated timings, with their ranges and overlapping ranges named as noise)."""
+    repeated timings, with their ranges and overlapping ranges named as noise; the load meter's line when busy)."""
     (rgb, rgb_range), (word, word_range) = _times(rgb_ms), _times(word_ms)
     if rgb_range is not None and word_range is not None:
         ratio = ratio_with_range(rgb, rgb_range, word, word_range, pick=("3-byte pixels", "32-bit words"),
@@ -382,7 +384,21 @@ def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence
     return (
         f"Flipping and turning 16 crops into one batch took {_span(rgb, rgb_range, 2)} ms as 3-byte pixels and "
         f"{_span(word, word_range, 2)} ms as 32-bit words: the 3-byte layout took {ratio} the time of the word "
-        "layout, which uses 4/3 of the memory."
+        "layout, which uses 4/3 of the memory." + busy_text(load)
+    )
+
+
+def reopen_verdict(build_s: Sequence[float], reopen_s: Sequence[float], *, images: int, mib: float,
+                   load: Any = None) -> str:  # fmt: skip
+    """02: building the decoded cache (decoding every image) against reopening it, from interleaved repeats, each
+    with its range, the ratio with its range; the load meter's line when the machine was busy."""
+    (build, build_range), (reopen, reopen_range) = _times(build_s), _times(reopen_s)
+    assert build_range is not None and reopen_range is not None  # sequences: _times gives their ranges
+    ratio = ratio_with_range(build, build_range, reopen, reopen_range, pick=("building", "reopening"))
+    return (
+        f"Building the cache (decoding {images} images) took {_span(build, build_range, 2)} s and reopening it "
+        f"{_span(reopen, reopen_range, 3)} s (medians of {len(build_s)} interleaved repeats): building took {ratio} "
+        f"the reopen; {mib:.1f} MiB on disk." + busy_text(load)
     )
 
 

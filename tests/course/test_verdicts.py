@@ -359,3 +359,17 @@ def test_03_and_06_verdicts_carry_the_load_meters_line_when_the_machine_was_busy
                     lambda load: verdicts.same_steps_verdict(**steps, load=load)):  # fmt: skip
         assert verdict(busy).endswith(line)
         assert "busy" not in verdict(quiet) and "busy" not in verdict(None)
+
+
+def test_02s_cache_reopen_reads_interleaved_repeats_with_ranges_and_the_load():
+    from helpers.loadmeter import LoadReading
+
+    text = verdicts.reopen_verdict([2.0, 2.2, 1.9], [0.01, 0.012, 0.011], images=200, mib=300.0)
+    assert "took 2.00 (1.90–2.20) s and reopening it 0.011 (0.010–0.012) s (medians of 3 interleaved" in text
+    assert "building took 181.8x (range 158.33–220.00x) the reopen" in text and "busy" not in text
+    close = verdicts.reopen_verdict([1.0, 1.2], [0.9, 1.1], images=2, mib=1.0, load=LoadReading(1.0, 2, 3.0))
+    assert "within the noise of this machine" in close and "cannot tell 'building' and 'reopening' apart" in close
+    assert close.endswith("other processes used 1.0 of 2 cores during this measurement.")
+    busy = LoadReading(1.0, 2, 3.0)
+    assert verdicts.layout_verdict(rgb_ms=[1.0, 1.1], word_ms=[0.5, 0.6], load=busy).endswith("measurement.")
+    assert verdicts.decode_verdict([1.0, 1.1], [2.0, 2.1], (4, 4), (4, 4), load=busy).endswith("measurement.")
