@@ -486,7 +486,7 @@ def _choice_text(choice: Any) -> str:
     others = " or ".join(p for p in choice.step_ms if p != choice.precision)
     why = (f"the default (full precision), since {others} is not measurably faster here" if choice.precision == "fp32"
            else "the lower median of the precisions this measurement cannot tell apart, fp32 not among them")  # fmt: skip
-    return f" The course keeps {choice.precision}, {why} (from these same timings: {choice.reason})."
+    return f" The course keeps {choice.precision}, {why}: the choice comes from these same timings."
 
 
 def _median_and_range(value: Any) -> tuple[float, tuple[float, float] | None]:
