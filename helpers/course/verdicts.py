@@ -708,7 +708,8 @@ def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, uni
     tied = [r["name"] for r in rows if r is not best and _ranges_overlap(r["range"], best["range"])]
     pick = f"The fastest median is '{best['name']}', {best['batches_per_s']:.1f} {unit}"
     pick += (
-        f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner over {best['rounds']} rounds."
+        f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner, this measurement cannot "
+        f"tell them apart on this machine over {best['rounds']} rounds."
         if tied
         else f", clear of every other row over {best['rounds']} rounds."
     )
