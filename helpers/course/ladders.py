@@ -357,11 +357,13 @@ def sr_ladder(
 
 
 def seed_post_batch(
-    model: Callable[[], nn.Module], *, device: torch.device, wanted: int, step_s: float | None = None
-) -> tuple[int, str]:
+    model: Callable[[], nn.Module], *, device: torch.device, wanted: int, step_s: float | None = None,
+    threads: int | None = None,
+) -> tuple[int, str]:  # fmt: skip
     """The batch the post's 224-px pipeline can train at here: one step measured, scaled to the free memory (halved
     on a CUDA out-of-memory error) and, with `step_s`, to a step of at most about that many seconds (timed at a
-    representative batch after a warm-up, checked at the batch chosen; the sentence gives the predicted step time)."""
+    representative batch after a warm-up, checked at the batch chosen; the sentence gives the predicted step time),
+    timed with `threads` intra-op threads when given (the rung's CPU budget, so the prediction is for its step)."""
     torch.manual_seed(0)
     step = classification_train_step(model().to(device))
 
@@ -371,10 +373,12 @@ def seed_post_batch(
 
     batch, why = batch_that_fits(run, wanted=wanted, device=device)
     if step_s is not None:
-        batch, _, timed = batch_for_step_time(
-            lambda n: seconds_per_call(lambda: run(n), calls=1, warmup=0, device=device), largest=batch, step_s=step_s
-        )
-        why += f"; {timed}"
+        with intra_op_threads(threads or torch.get_num_threads()):
+            batch, _, timed = batch_for_step_time(
+                lambda n: seconds_per_call(lambda: run(n), calls=1, warmup=0, device=device), largest=batch,
+                step_s=step_s,
+            )  # fmt: skip
+        why += f"; {timed}" + (f", with the rung's {threads} intra-op thread{'s' * (threads != 1)}" if threads else "")
     return batch, why
 
 
@@ -530,7 +534,10 @@ def measure_cifar_ladder(
     on-device rung's augmentation (default `cifar_train_augment`)."""
     batch_size = batch_size or profile.cifar_ladder_batch
     model = functools.partial(build_model, profile.cifar_ladder_model)  # models.py: the one home of the choice
-    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3)
+    cores = usable_cpu_count()
+    seed_workers = min(4, cpu_budget(cores, cores)[0])  # cifar_ladder's seed-post workers: the step keeps the rest
+    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3,
+                                      threads=max(1, cores - seed_workers))  # fmt: skip
     rungs = cifar_ladder(images, labels, image_folder=image_folder, device=device, batch_size=batch_size,
                          seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()),
                          augment=augment)  # fmt: skip

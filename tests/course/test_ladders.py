@@ -249,3 +249,24 @@ def test_the_benchmark_steps_hand_the_model_one_layout_whichever_a_rung_sends():
     step = classification_train_step(nn.Sequential(Recorder(), nn.Flatten(), nn.LazyLinear(10)))
     step((nchw, torch.tensor([0, 1]))), step((nchw.contiguous(memory_format=torch.channels_last), torch.tensor([2, 3])))
     assert seen == [(torch.float32, False, True)] * 2
+
+
+def test_the_posts_batch_is_timed_with_the_rungs_threads_and_says_its_predicted_step():
+    # 04's note said "steps of about 1 s" (the target) and timed the step with other threads than the rung's
+    from torch import nn
+
+    from helpers.course.ladders import seed_post_batch
+
+    threads_seen, before = [], torch.get_num_threads()
+
+    class Recorder(nn.Module):
+        def forward(self, x):
+            threads_seen.append(torch.get_num_threads())
+            return x
+
+    def model():
+        return nn.Sequential(Recorder(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 10))
+
+    batch, why = seed_post_batch(model, device=torch.device("cpu"), wanted=4, step_s=10.0, threads=1)
+    assert batch == 4 and "predicted step" in why and "with the rung's 1 intra-op thread" in why
+    assert threads_seen[-3:] == [1, 1, 1] and torch.get_num_threads() == before  # warm-up, probe, check; restored
