@@ -150,9 +150,12 @@ def torchvision_cifar_augment(
                                channels_last=channels_last)  # fmt: skip
 
 
-def normalize_only(mean: tuple[float, ...] = CIFAR10_MEAN, std: tuple[float, ...] = CIFAR10_STD) -> torch.nn.Sequential:
-    """Evaluation preprocessing on the device: uint8 -> float in [0, 1] -> Normalize."""
-    return torch.nn.Sequential(ToUnitFloat(), K.Normalize(torch.tensor(mean), torch.tensor(std)))
+def normalize_only(
+    mean: tuple[float, ...] = CIFAR10_MEAN, std: tuple[float, ...] = CIFAR10_STD, *, channels_last: bool = True
+) -> torch.nn.Sequential:
+    """Evaluation preprocessing on the device: uint8 -> Normalize(mean, std) float32, the training augmentation's final
+    conversion (NormalizeToFloat, channels_last by default), so evaluation batches reach the model in its layout."""
+    return torch.nn.Sequential(NormalizeToFloat(mean, std, channels_last=channels_last))
 
 
 def denormalize(

@@ -1,5 +1,6 @@
 """Choosing a batch size from measured memory: one training step measured at a small batch, scaled to the memory
-free on the device (a CUDA GPU's free bytes, or a CPU machine's available RAM), halved on a CUDA out-of-memory error.
+free on the device (a CUDA GPU's free bytes, or a CPU machine's available RAM), halved on a CUDA out-of-memory error;
+and the batch whose step takes a given time, from timed steps at two batches.
 
 Copy with: memory.py (resident and free memory probes).
 Needs: torch.
@@ -67,3 +68,29 @@ def batch_that_fits(
             torch.cuda.empty_cache()
             fits //= 2
             why += f"; out of memory on the device, halved to {fits}"
+
+
+def batch_for_step_time(
+    seconds_at: Callable[[int], float], *, largest: int, step_s: float, probe: int = 16
+) -> tuple[int, float, str]:
+    """The largest batch up to `largest` whose training step takes at most about `step_s` seconds, from
+    `seconds_at(batch)` (the seconds of one step at that batch, device work included).
+
+    One untimed warm-up step and one timed step at `probe` samples (large enough that a step's fixed costs do not
+    decide the per-image cost), a batch scaled from that, one timed step at that batch, and the final batch from the
+    line through the two timings (a step's cost is about affine in its batch). Returns the batch, its predicted step
+    seconds and a sentence saying how it was chosen."""
+    probe = max(1, min(probe, largest))
+    seconds_at(probe)  # warm-up: kernel selection and allocation are not the step's cost
+    at_probe = seconds_at(probe)
+    first = max(1, min(largest, int(step_s * probe / max(at_probe, 1e-12))))
+    at_first = seconds_at(first)
+    per_image = (at_first - at_probe) / (first - probe) if abs(first - probe) >= max(1, probe // 2) else 0.0
+    fixed = at_first - per_image * first
+    if per_image <= 0 or fixed < 0:  # too close to fit a line, or noise bent it: proportional to the check
+        per_image, fixed = at_first / first, 0.0
+    batch = max(1, min(largest, int((step_s - fixed) / per_image)))
+    predicted = fixed + per_image * batch
+    why = (f"{at_probe:.3g} s per step at batch {probe} and {at_first:.3g} s at batch {first}: batch {batch}, "
+           f"predicted step {predicted:.2g} s (for steps of at most about {step_s:.2g} s)")  # fmt: skip
+    return batch, predicted, why

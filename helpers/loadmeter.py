@@ -144,6 +144,14 @@ class LoadMeter:
         """Drop the readings so far."""
         self.readings.clear()
 
+    def __enter__(self) -> LoadMeter:
+        """`with meter:` times one interval around the block (read it afterwards with `total()`)."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 # --- the CPU budget ---
 

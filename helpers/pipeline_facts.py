@@ -197,7 +197,7 @@ def _loader_knobs(facts: PipelineFacts) -> list[str]:
     if facts.num_workers is None:
         return []
     lines = []
-    if facts.num_workers < facts.cpu_cores and not facts.decoded:
+    if facts.num_workers < facts.cpu_cores - 1 and not facts.decoded:  # the CPU budget: the step keeps a core
         lines.append(f"- more DataLoader workers ({facts.num_workers} now, {facts.cpu_cores} cores), keeping workers + "
                      f"intra-op threads within the cores (torch.set_num_threads);")  # fmt: skip
     if facts.num_workers > 0 and not facts.persistent_workers:

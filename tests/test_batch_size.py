@@ -44,3 +44,30 @@ def test_a_cpu_step_counts_the_tensors_it_saves_for_backward_even_when_memory_is
     # autograd keeps the input (8 x 3 x 64 x 64) and the ReLU's output (8 x 16 x 64 x 64, which the second convolution
     # saves too: one storage, counted once), float32
     assert saved >= (8 * 3 + 8 * 16) * 64 * 64 * 4
+
+
+def _affine_step(fixed_s, per_image_s, warmup_s=5.0):
+    """A fake step whose cost is fixed_s + per_image_s x batch, the first call paying a warm-up on top."""
+    calls = []
+
+    def seconds_at(batch):
+        calls.append(batch)
+        return fixed_s + per_image_s * batch + (warmup_s if len(calls) == 1 else 0.0)
+
+    return seconds_at, calls
+
+
+def test_batch_for_step_time_fits_an_affine_step_after_a_warm_up_and_predicts_its_time():
+    # a step of 0.5 s + 10 ms per image: the old estimate (one untimed-warm-up call at batch 2, scaled) read 0.26 s
+    # per image (with the warm-up, 2.76 s) and chose batch 3; the right batch for steps of at most 1 s is 50
+    seconds_at, calls = _affine_step(0.5, 0.01)
+    batch, predicted, why = batch_size.batch_for_step_time(seconds_at, largest=1000, step_s=1.0)
+    assert batch == 50 and abs(predicted - 1.0) < 1e-9
+    assert calls[0] == calls[1] == 16 and len(calls) == 3  # warm-up, the representative batch, the check
+    assert "batch 50, predicted step 1 s" in why
+    seconds_at, _ = _affine_step(0.5, 0.01)
+    batch, predicted, _ = batch_size.batch_for_step_time(seconds_at, largest=30, step_s=1.0)
+    assert batch == 30 and abs(predicted - 0.8) < 1e-9  # the memory's cap wins, and the time said is its own
+    seconds_at, _ = _affine_step(0.0, 0.02)  # no fixed cost: proportional from the start
+    batch, predicted, _ = batch_size.batch_for_step_time(seconds_at, largest=1000, step_s=1.0)
+    assert batch == 50 and abs(predicted - 1.0) < 1e-9

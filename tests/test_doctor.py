@@ -280,3 +280,11 @@ def test_a_block_fed_as_fast_as_pre_made_batches_is_not_input_bound_whatever_it_
     assert classify(1.30, 62.7, 426.6, 819.4) == COMPUTE_BOUND
     assert classify(0.50, 62.7, 426.6, 430.0) == INPUT_BOUND
     assert verdict_of([classify(1.30, 62.7, 426.6, 819.4), classify(0.50, 62.7, 426.6, 430.0)]) == INCONCLUSIVE
+
+
+def test_a_loader_at_the_cpu_budgets_workers_is_not_told_to_add_more():
+    # 01's change: cores - 1 workers leave the step its core (helpers.loadmeter.cpu_budget); more would oversubscribe
+    _, advice = _advice(make_loader(_pil_images(), 8, num_workers=1), cores=2, threads=1)
+    assert "more DataLoader workers" not in advice[INPUT_BOUND]
+    _, advice = _advice(make_loader(_pil_images(), 8, num_workers=0), cores=2, threads=1)
+    assert "more DataLoader workers (0 now, 2 cores)" in advice[INPUT_BOUND]

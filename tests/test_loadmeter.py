@@ -114,3 +114,13 @@ def test_the_machine_reading_counts_only_the_cpus_this_process_may_use(monkeypat
     assert machine_cpu_seconds() == 15.0 + 7.0  # CPU 1 is outside this process's affinity
     monkeypatch.setattr(loadmeter, "usable_cpus", lambda: [0, 1, 2])
     assert machine_cpu_seconds() == 24.0 and LoadMeter().cores == 3
+
+
+def test_a_with_block_is_one_interval_of_the_meter():
+    meter = LoadMeter(machine=_readers(0.0, 3.0, 3.0, 3.5), tree=_readers(0.0, 1.0, 1.0, 1.5),
+                      wall=_readers(0.0, 2.0, 2.0, 3.0), loadavg=lambda: None, cores=2)  # fmt: skip
+    with meter as same:
+        assert same is meter
+    with pytest.raises(ValueError), meter:  # an error inside still closes the interval
+        raise ValueError
+    assert [r.other_cores for r in meter.readings] == [1.0, 0.0] and meter.total().seconds == 3.0

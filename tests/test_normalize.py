@@ -34,3 +34,16 @@ def test_denormalize_undoes_normalize_for_batches_and_single_images():
 def test_denormalize_clamps_to_the_displayable_range():
     out = denormalize(torch.tensor([[-10.0, 10.0]]).view(1, 1, 1, 2).expand(1, 3, 1, 2))
     assert torch.equal(out, torch.tensor([0.0, 1.0]).view(1, 1, 1, 2).expand(1, 3, 1, 2))
+
+
+def test_normalize_only_hands_evaluation_the_training_augmentations_dtype_and_layout():
+    # evaluation preprocessing once returned NCHW floats while training batches were channels_last: the model then
+    # changed layout at every evaluation batch
+    from helpers.augment import cifar_train_augment
+
+    images = _images()
+    evaluated, trained = normalize_only()(images), cifar_train_augment(size=4, padding=0)(images[..., :4, :4])
+    assert evaluated.dtype == trained.dtype == torch.float32
+    assert evaluated.is_contiguous(memory_format=torch.channels_last)
+    assert trained.is_contiguous(memory_format=torch.channels_last)
+    assert normalize_only(channels_last=False)(images).is_contiguous()

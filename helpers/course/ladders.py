@@ -5,6 +5,7 @@ helpers.bench`."""
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import json
 import statistics
@@ -19,8 +20,8 @@ from torch import nn
 from torchvision.datasets import ImageFolder
 from tqdm.auto import tqdm
 
-from ..augment import cifar_train_augment
-from ..batch_size import batch_that_fits
+from ..augment import NormalizeToFloat, cifar_train_augment
+from ..batch_size import batch_for_step_time, batch_that_fits
 from ..cifar import cifar10_class_names, load_cifar10
 from ..doctor import diagnose_pipeline
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
@@ -75,13 +76,21 @@ def sr_memory_by_scale(paths: list[Path], scales: tuple[int, ...] = (2, 3, 4)) -
 
 
 def plain_train_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-) -> Callable[[Any], float]:
+    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    memory_format: torch.memory_format = torch.contiguous_format,
+) -> Callable[[Any], float]:  # fmt: skip
     """A plain fp32 step for benchmarking loaders: takes an (inputs, targets) batch on the device; uint8 tensors are
-    made float in [0, 1] here, on the device, as a fast pipeline sends them."""
+    made float in [0, 1] here, on the device, as a fast pipeline sends them, and image batches are put in
+    `memory_format` (a no-op when they arrive in it). Every rung's batches thus reach the model in one layout: the
+    decoded cache's RGBX crops are channels-last-strided, a PIL loader's NCHW, and a step on another layout runs at
+    another speed, which made rungs of the same model measure different pre-made baselines."""
+
+    def layout(tensor: torch.Tensor) -> torch.Tensor:
+        tensor = to_unit_float(tensor)
+        return tensor.contiguous(memory_format=memory_format) if tensor.ndim == 4 else tensor
 
     def step(batch: Any) -> float:
-        inputs, targets = (to_unit_float(t) for t in batch)
+        inputs, targets = (layout(t) for t in batch)
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(inputs), targets)
         loss.backward()
@@ -92,14 +101,18 @@ def plain_train_step(
 
 
 def sr_train_step(model: nn.Module, learning_rate: float = 1e-4) -> Callable[[Any], float]:
-    """The SR benchmark step: L1 loss, Adam."""
+    """The SR benchmark step: L1 loss, Adam, images in the contiguous NCHW layout whichever layout a rung sends."""
     return plain_train_step(model, torch.optim.Adam(model.parameters(), lr=learning_rate), nn.L1Loss())
 
 
 def classification_train_step(model: nn.Module, learning_rate: float = 0.05) -> Callable[[Any], float]:
-    """The classification benchmark step: cross-entropy, SGD with momentum."""
+    """The classification benchmark step: cross-entropy, SGD with momentum, images in channels_last (the layout the
+    on-device rungs' NormalizeToFloat hands over; the PIL rungs' NCHW batches are converted in the step)."""
     return plain_train_step(
-        model, torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9), nn.CrossEntropyLoss()
+        model,
+        torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9),
+        nn.CrossEntropyLoss(),
+        torch.channels_last,
     )
 
 
@@ -209,11 +222,20 @@ def _median_and_range(values: list[float]) -> tuple[float, tuple[float, float]]:
     return statistics.median(values), (min(values), max(values))
 
 
+def _efficiency(fed: float, premade: float, per_round: tuple[float, float]) -> tuple[float, tuple[float, float]]:
+    """A rung's efficiency as its table prints it: the fed median over the pre-made median (the two columns beside
+    it, so dividing them gives it), with the range of the per-round ratios (each round's fed block over its own
+    pre-made block), widened to the ratio of the medians in the rare case it falls outside them."""
+    ratio = fed / premade
+    return ratio, (min(per_round[0], ratio), max(per_round[1], ratio))
+
+
 def _row(turn: _Turn, cores: int) -> dict[str, Any]:
     probe, fed = turn.probe, turn.probe.result()
     alone, alone_range = _median_and_range(probe.rates("alone"))
     fed_rate, fed_range = _median_and_range(probe.rates("fed"))
     premade, premade_range = _median_and_range(probe.rates("premade"))
+    efficiency, efficiency_range = _efficiency(fed_rate, premade, fed.efficiency_range or (fed_rate / premade,) * 2)
     busy = fed.load is not None and fed.load.busy
     return {
         "name": turn.rung.name, "role": turn.rung.role, "bounds": turn.rung.bounds, "model_note": turn.rung.model_note,
@@ -221,7 +243,7 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
         "loader_samples_per_s": alone, "loader_samples_per_s_range": alone_range,
         "fed_samples_per_s": fed_rate, "fed_samples_per_s_range": fed_range,
         "premade_samples_per_s": premade, "premade_samples_per_s_range": premade_range,
-        "pipeline_efficiency": fed.pipeline_efficiency, "efficiency_range": fed.efficiency_range,
+        "pipeline_efficiency": efficiency, "efficiency_range": efficiency_range,
         "data_wait_ms": fed.data_wait_ms, "compute_ms": fed.compute_ms, "premade_step_ms": fed.premade_step_ms,
         "rounds": len(probe.rates("alone")), "steps_per_turn": turn.steps, "peak_device_mib": fed.peak_device_mib,
         "load": fed.load.as_dict() if fed.load else None, "load_note": fed.load.note() if busy and fed.load else "",
@@ -234,8 +256,8 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
     efficiencies above 1 read as 1.0 within the noise; a note for each rung measured while the machine was busy."""
     lines = [
         f"{label}\n" if label else "",
-        "| rung | loader alone, samples/s | × first | fed end to end, samples/s | pre-made, samples/s | efficiency "
-        "| data-wait ms | step ms, fed / pre-made |",
+        "| rung | loader alone, samples/s | × first | fed end to end, samples/s | pre-made, samples/s | efficiency, "
+        "fed / pre-made | data-wait ms | step ms, fed / pre-made |",
         "|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in rows:
@@ -247,10 +269,29 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
         )
     notes = sorted({r["model_note"] for r in rows if r["model_note"]})
     lines += [f"\n† {note}" for note in notes]
-    lines.append(f"\nmedians over {rows[0]['rounds']} interleaved rounds (range in brackets)")
+    lines.append(
+        f"\nmedians over {rows[0]['rounds']} interleaved rounds (range in brackets); efficiency is the fed "
+        "median over the pre-made median, its range the lowest and highest ratio of one round's blocks"
+    )
+    lines += _threads_notes(rows)
     busy = busy_summary(rows)
     lines += [f"measured on a busy machine: {busy}"] if busy else []
     return "\n".join(lines)
+
+
+def _threads_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """Why the pre-made rates of rungs that train the same model differ, where their intra-op threads do: a rung's
+    workers take cores from its step (the CPU budget), so its pre-made baseline is that of fewer threads."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row["model_note"], []).append(row)
+    return [
+        "pre-made rates of rungs that train the same model differ with their intra-op threads (the CPU budget: a "
+        "rung's workers take cores from its step): "
+        + ", ".join(f"'{r['name']}' {r['threads']} thread{'s' * (r['threads'] != 1)}" for r in same)
+        for same in groups.values()
+        if len({r.get("threads") for r in same}) > 1
+    ]
 
 
 def _with_range(row: dict[str, Any], key: str) -> str:
@@ -316,10 +357,13 @@ def sr_ladder(
 
 
 def seed_post_batch(
-    model: Callable[[], nn.Module], *, device: torch.device, wanted: int, step_s: float | None = None
-) -> tuple[int, str]:
+    model: Callable[[], nn.Module], *, device: torch.device, wanted: int, step_s: float | None = None,
+    threads: int | None = None,
+) -> tuple[int, str]:  # fmt: skip
     """The batch the post's 224-px pipeline can train at here: one step measured, scaled to the free memory (halved
-    on a CUDA out-of-memory error) and, with `step_s`, to a step of at most that many seconds."""
+    on a CUDA out-of-memory error) and, with `step_s`, to a step of at most about that many seconds (timed at a
+    representative batch after a warm-up, checked at the batch chosen; the sentence gives the predicted step time),
+    timed with `threads` intra-op threads when given (the rung's CPU budget, so the prediction is for its step)."""
     torch.manual_seed(0)
     step = classification_train_step(model().to(device))
 
@@ -329,11 +373,23 @@ def seed_post_batch(
 
     batch, why = batch_that_fits(run, wanted=wanted, device=device)
     if step_s is not None:
-        per_image = seconds_per_call(lambda: run(2), calls=1, device=device) / 2
-        if per_image * batch > step_s:
-            batch = max(1, int(step_s / per_image))
-            why += f"; {per_image:.2f} s per image per step, so batch {batch} for steps of about {step_s:.2g} s"
+        with intra_op_threads(threads or torch.get_num_threads()):
+            batch, _, timed = batch_for_step_time(
+                lambda n: seconds_per_call(lambda: run(n), calls=1, warmup=0, device=device), largest=batch,
+                step_s=step_s,
+            )  # fmt: skip
+        why += f"; {timed}" + (f", with the rung's {threads} intra-op thread{'s' * (threads != 1)}" if threads else "")
     return batch, why
+
+
+def ceiling_conversion(augment: nn.Module) -> nn.Module:
+    """What a ceiling rung runs instead of `augment`: its final conversion (the last `NormalizeToFloat` in it, with its
+    mean, std and memory format) and no random work, so the ceiling's batches reach the step in the same dtype,
+    layout and normalisation as the rung it bounds; the course's default conversion when `augment` has none."""
+    found = [m for m in augment.modules() if isinstance(m, NormalizeToFloat)]
+    if not found:
+        return cifar_train_augment()[-1]
+    return copy.deepcopy(found[-1])
 
 
 def cifar_ladder(
@@ -371,8 +427,8 @@ def cifar_ladder(
 
     def on_device(augment: bool):
         def build():
-            transform = make_augment().to(device) if augment else None
-            return DeviceTensorLoader(images, labels, batch_size=batch_size, device=device, augment=transform,
+            transform = make_augment() if augment else ceiling_conversion(make_augment())
+            return DeviceTensorLoader(images, labels, batch_size=batch_size, device=device, augment=transform.to(device),
                                       drop_last=True, seed=seed)  # fmt: skip
 
         return build
@@ -385,7 +441,8 @@ def cifar_ladder(
         Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} worker{'s' * (seed_workers != 1)}",
              native_pil, model, seed_workers, classification_train_step, role="native size"),
         Rung(f"whole dataset as uint8 on the device + {what}", on_device(True), model, 0, classification_train_step, role="device"),
-        Rung("whole dataset as uint8 on the device, no augmentation (the ceiling)", on_device(False), model, 0,
+        Rung("whole dataset as uint8 on the device, no augmentation, the same conversion to normalised float (the "
+             "ceiling)", on_device(False), model, 0,
              classification_train_step, role="ceiling", bounds="device"),
     ]  # fmt: skip
 
@@ -477,7 +534,10 @@ def measure_cifar_ladder(
     on-device rung's augmentation (default `cifar_train_augment`)."""
     batch_size = batch_size or profile.cifar_ladder_batch
     model = functools.partial(build_model, profile.cifar_ladder_model)  # models.py: the one home of the choice
-    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3)
+    cores = usable_cpu_count()
+    seed_workers = min(4, cpu_budget(cores, cores)[0])  # cifar_ladder's seed-post workers: the step keeps the rest
+    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3,
+                                      threads=max(1, cores - seed_workers))  # fmt: skip
     rungs = cifar_ladder(images, labels, image_folder=image_folder, device=device, batch_size=batch_size,
                          seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()),
                          augment=augment)  # fmt: skip

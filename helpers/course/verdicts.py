@@ -49,10 +49,12 @@ def _times(values: float | Sequence[float]) -> tuple[float, tuple[float, float] 
 
 
 def decode_verdict(
-    crop_ms: float | Sequence[float], full_ms: float | Sequence[float], held: tuple[int, int], size: tuple[int, int]
-) -> str:
+    crop_ms: float | Sequence[float], full_ms: float | Sequence[float], held: tuple[int, int], size: tuple[int, int],
+    *, load: Any = None,
+) -> str:  # fmt: skip
     """02: whether cropping saved decoding time and memory, from a crop's time against a full decode's (given the
-    repeated timings, each with its range, and overlapping ranges named as noise)."""
+    repeated timings, each with its range, and overlapping ranges named as noise; the load meter's line when the
+    machine was busy)."""
     whole = "the whole decoded image" if held == size else f"{held[0]}x{held[1]} pixels"
     (crop, crop_range), (full, full_range) = _times(crop_ms), _times(full_ms)
     if crop_range is not None and full_range is not None:
@@ -69,18 +71,13 @@ def decode_verdict(
         )
     return (
         f"A 32-px crop took {_span(crop, crop_range, 2)} ms against {_span(full, full_range, 2)} ms for a full "
-        f"decode ({verdict}); afterwards PIL held {whole}."
+        f"decode ({verdict}); afterwards PIL held {whole}." + busy_text(load)
     )
 
 
 def _ranges_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     """True when two (low, high) ranges over rounds overlap: their difference is within the noise seen."""
     return a[0] <= b[1] and b[0] <= a[1]
-
-
-def _noise_note(a: tuple[float, float] | None, b: tuple[float, float] | None) -> str:
-    """What to append to a ratio whose two (low, high) ranges overlap; nothing when they do not or one is unknown."""
-    return " (ranges overlap: within the noise)" if a is not None and b is not None and _ranges_overlap(a, b) else ""
 
 
 def _span(value: float, spread: tuple[float, float] | None, digits: int = 0) -> str:
@@ -98,19 +95,28 @@ def ratio_with_range(
     *,
     pick: tuple[str, str] | None = None,
     lower_is_better: bool = False,
+    keep: tuple[str, str] | None = None,
 ) -> str:
     """a against b as a ratio with its range (lowest over highest to highest over lowest); when the two ranges overlap
-    it says so: 'within the noise of this machine', and, given `pick` (a's name, b's name), the one it would pick."""
+    it says so: 'within the noise of this machine', and, given `pick` (a's name, b's name), that this measurement
+    cannot tell the two apart here; given `keep` too (the name kept, and why), which one the course keeps and why.
+    (`lower_is_better` is kept for callers: a tie names no winner, whichever way round is better.)"""
     low, high = a_range[0] / b_range[1], a_range[1] / b_range[0]
     if a_range[0] == a_range[1] and b_range[0] == b_range[1]:
         return f"{ratio_text(a / b)} (one measurement each: no range)"
     text = f"{ratio_text(a / b)} (range {low:.2f}–{high:.2f}x)"
     if not _ranges_overlap(a_range, b_range):
         return text
-    choice = ""
-    if pick is not None:
-        choice = f"; it would pick '{pick[0] if (a <= b) == lower_is_better else pick[1]}'"
-    return f"within the noise of this machine: measured {ratio_text(a / b)} (range {low:.2f}–{high:.2f}x){choice}"
+    return f"within the noise of this machine: measured {text}{tie_text(pick, keep)}"
+
+
+def tie_text(names: tuple[str, str] | None, keep: tuple[str, str] | None = None) -> str:
+    """After a result within the noise: '; this measurement cannot tell 'a' and 'b' apart on this machine', and with
+    `keep` (a name and why) ', so the course keeps 'a', why'."""
+    if names is None:
+        return ""
+    text = f"; this measurement cannot tell '{names[0]}' and '{names[1]}' apart on this machine"
+    return text + (f": the course keeps '{keep[0]}', {keep[1]}" if keep else "")
 
 
 def _efficiency(row: Any) -> tuple[float, float, float]:
@@ -354,20 +360,21 @@ def sweep_ladder_verdict(
 
 
 def doctor_change_verdict(before: Any, after: Any, *, change: str) -> str:
-    """01: the doctor on one training loop before and after one change: fed rates with their ranges over blocks, and
-    what the doctor read each time (diagnoses from helpers.doctor.diagnose)."""
+    """01: the doctor on one training loop before and after one change: fed rates with their ranges over blocks, the
+    ratio with its range (within the noise when the ranges overlap), and what the doctor read each time (diagnoses
+    from helpers.doctor.diagnose)."""
     (b, b_low, b_high), (a, a_low, a_high) = before.fed_samples_per_s, after.fed_samples_per_s
+    ratio = ratio_with_range(a, (a_low, a_high), b, (b_low, b_high), pick=(f"with {change}", "before"))
     return (
         f"With {change}, the loop was fed {a:.1f} samples/s ({a_low:.1f}–{a_high:.1f}) against {b:.1f} "
-        f"({b_low:.1f}–{b_high:.1f}) before (medians over block pairs): {ratio_text(a / b)}"
-        f"{_noise_note((b_low, b_high), (a_low, a_high))}. The doctor read {before.verdict.lower()} before and "
-        f"{after.verdict.lower()} after."
+        f"({b_low:.1f}–{b_high:.1f}) before (medians over block pairs): {ratio}. The doctor read "
+        f"{before.verdict.lower()} before and {after.verdict.lower()} after."
     )
 
 
-def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence[float]) -> str:
+def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence[float], load: Any = None) -> str:
     """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words (given the
-    repeated timings, with their ranges and overlapping ranges named as noise)."""
+    repeated timings, with their ranges and overlapping ranges named as noise; the load meter's line when busy)."""
     (rgb, rgb_range), (word, word_range) = _times(rgb_ms), _times(word_ms)
     if rgb_range is not None and word_range is not None:
         ratio = ratio_with_range(rgb, rgb_range, word, word_range, pick=("3-byte pixels", "32-bit words"),
@@ -377,7 +384,21 @@ def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence
     return (
         f"Flipping and turning 16 crops into one batch took {_span(rgb, rgb_range, 2)} ms as 3-byte pixels and "
         f"{_span(word, word_range, 2)} ms as 32-bit words: the 3-byte layout took {ratio} the time of the word "
-        "layout, which uses 4/3 of the memory."
+        "layout, which uses 4/3 of the memory." + busy_text(load)
+    )
+
+
+def reopen_verdict(build_s: Sequence[float], reopen_s: Sequence[float], *, images: int, mib: float,
+                   load: Any = None) -> str:  # fmt: skip
+    """02: building the decoded cache (decoding every image) against reopening it, from interleaved repeats, each
+    with its range, the ratio with its range; the load meter's line when the machine was busy."""
+    (build, build_range), (reopen, reopen_range) = _times(build_s), _times(reopen_s)
+    assert build_range is not None and reopen_range is not None  # sequences: _times gives their ranges
+    ratio = ratio_with_range(build, build_range, reopen, reopen_range, pick=("building", "reopening"))
+    return (
+        f"Building the cache (decoding {images} images) took {_span(build, build_range, 2)} s and reopening it "
+        f"{_span(reopen, reopen_range, 3)} s (medians of {len(build_s)} interleaved repeats): building took {ratio} "
+        f"the reopen; {mib:.1f} MiB on disk." + busy_text(load)
     )
 
 
@@ -429,9 +450,10 @@ def _ratio_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -
     return f" (range {a[0] / b[1]:.2f}–{a[1] / b[0]:.2f}x{'; within the noise' if _ranges_overlap(a, b) else ''})"
 
 
-def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice: Any = None) -> str:
+def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice: Any = None, load: Any = None) -> str:
     """03: each precision's step time against fp32's (with the interval of the ratio when the rows carry ranges),
-    whether it is native here, the losses at a common step, and the choice made from the same measurement."""
+    whether it is native here, the losses at a common step, the choice made from the same measurement, and the load
+    meter's line when other processes used the cores during it (`load`, a helpers.loadmeter reading)."""
     fp32 = next(r for r in results if r["precision"] == "fp32")
     parts = []
     for r in results:
@@ -445,13 +467,26 @@ def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice:
     fastest = min(results, key=lambda r: r["step_ms"])
     tied = [r["precision"] for r in results if r is not fastest and r.get("step_ms_range") and
             fastest.get("step_ms_range") and _ranges_overlap(r["step_ms_range"], fastest["step_ms_range"])]  # fmt: skip
-    ranking = f"The fastest step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
-        f", within the noise of {', '.join(tied)}" if tied else "")  # fmt: skip
-    chosen = f" The choice, from these same timings of the native precisions: {choice.reason}." if choice else ""
+    ranking = f"The fastest median step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
+        f", but its range overlaps {' and '.join(tied)}'s: this measurement cannot tell "
+        f"{' and '.join([fastest['precision'], *tied])} apart on this machine" if tied else "")  # fmt: skip
     return (
         f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
-        f"{losses}.{chosen}"
+        f"{losses}.{_choice_text(choice)}" + busy_text(load)
     )
+
+
+def _choice_text(choice: Any) -> str:
+    """The precision kept and why, from the same timings as the table: after a tie, plainly which one the course
+    keeps (fp32, the default, unless another is measurably faster)."""
+    if choice is None:
+        return ""
+    if not getattr(choice, "within_noise", False):
+        return f" The choice, from these same timings of the native precisions: {choice.reason}."
+    others = " or ".join(p for p in choice.step_ms if p != choice.precision)
+    why = (f"the default (full precision), since {others} is not measurably faster here" if choice.precision == "fp32"
+           else "the lower median of the precisions this measurement cannot tell apart, fp32 not among them")  # fmt: skip
+    return f" The course keeps {choice.precision}, {why}: the choice comes from these same timings."
 
 
 def _median_and_range(value: Any) -> tuple[float, tuple[float, float] | None]:
@@ -460,16 +495,20 @@ def _median_and_range(value: Any) -> tuple[float, tuple[float, float] | None]:
     return statistics.median(value), (min(value), max(value))
 
 
-def channels_last_verdict(table: dict[tuple[str, str], Any]) -> str:
+def channels_last_verdict(table: dict[tuple[str, str], Any], *, load: Any = None) -> str:
     """03: what channels_last did to the step time, per precision: a median ratio, and with repeated interleaved
-    timings (lists of ms) the interval of the ratio and whether it is within the noise."""
+    timings (lists of ms) the interval of the ratio and whether it is within the noise; the load meter's line when
+    other processes used the cores during the timings (`load`)."""
     parts = []
     for precision in dict.fromkeys(p for _, p in table):
         nchw, nchw_range = _median_and_range(table[("NCHW", precision)])
         last, last_range = _median_and_range(table[("channels_last", precision)])
         spread = _ratio_range(nchw_range, last_range)
-        parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}")
-    return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)."
+        tie = (tie_text(("NCHW", "channels_last"), ("channels_last", "the layout the course's CIFAR recipe trains in, "
+               "since NCHW is not measurably faster here")) if nchw_range and last_range and
+               _ranges_overlap(nchw_range, last_range) else "")  # fmt: skip
+        parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}{tie}")
+    return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)." + busy_text(load)
 
 
 def augmentation_claim_verdict(rows: Sequence[dict[str, Any]], *, claimed_ratio: float, device: str) -> str:
@@ -517,6 +556,12 @@ def sr_verdict(gains: Sequence[float], *, data: str) -> str:
     )
 
 
+def busy_text(load: Any) -> str:
+    """' Measured on a busy machine: other processes used 0.8 of 2 cores during this measurement.' for a load
+    reading (helpers.loadmeter) taken while other processes kept the cores busy; empty for a quiet one or None."""
+    return f" Measured on a busy machine: {load.note()}." if load is not None and load.busy else ""
+
+
 def _result_load(results: Sequence[Any]) -> str:
     """A sentence for PipelineResults measured while other processes kept the machine busy (empty when none was)."""
     busy = [r.load for r in results if getattr(r, "load", None) is not None and r.load.busy]
@@ -550,9 +595,11 @@ def same_steps_verdict(
     post_batch: int,
     course_batch: int,
     same_network: bool,
+    load: Any = None,
 ) -> str:
     """06: the post's set-up against the course's over the same steps (medians over interleaved rounds, with ranges),
-    what differs between them besides the loader, and the pixel ratio of their inputs."""
+    what differs between them besides the loader, the pixel ratio of their inputs, and the load meter's line when
+    other processes used the cores during the timings (`load`)."""
     post, course = statistics.median(post_rates), statistics.median(course_rates)
     post_range, course_range = (min(post_rates), max(post_rates)), (min(course_rates), max(course_rates))
     ratio = ratio_with_range(course, course_range, post, post_range, pick=("the course's", "the post's"))
@@ -571,7 +618,7 @@ def same_steps_verdict(
     return (
         f"The course's set-up trained {_span(course, course_range, 1)} images/s and the post's {_span(post, post_range, 1)} "
         f"(medians over {len(post_rates)} interleaved rounds): {ratio}. The two differ in {', '.join(differs[:-1])} and "
-        f"{differs[-1]}, so the ratio is the set-ups', not the loader's alone."
+        f"{differs[-1]}, so the ratio is the set-ups', not the loader's alone." + busy_text(load)
     )
 
 
@@ -661,7 +708,8 @@ def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, uni
     tied = [r["name"] for r in rows if r is not best and _ranges_overlap(r["range"], best["range"])]
     pick = f"The fastest median is '{best['name']}', {best['batches_per_s']:.1f} {unit}"
     pick += (
-        f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner over {best['rounds']} rounds."
+        f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner, this measurement cannot "
+        f"tell them apart on this machine over {best['rounds']} rounds."
         if tied
         else f", clear of every other row over {best['rounds']} rounds."
     )

@@ -160,4 +160,113 @@ def test_the_cifar_ladders_device_rung_uses_the_augmentation_it_is_given(tmp_pat
     loader = mine["device"].build()
     assert any(isinstance(m, K.RandomRotation) for m in loader.augment) and "your kornia" in mine["device"].name
     assert next(iter(loader))[0].shape == (4, 3, 32, 32)
-    assert mine["ceiling"].build().augment is None  # the ceiling stays unaugmented
+    ceiling = mine["ceiling"].build().augment  # the ceiling: the rotated rung's Normalize, no random work
+    assert not any(isinstance(m, (K.RandomRotation, K.ColorJitter)) for m in ceiling.modules())
+
+
+def test_the_cifar_ceiling_feeds_the_same_dtype_layout_and_normalisation_as_the_rung_it_bounds(tmp_path):
+    # the ceiling once yielded uint8 NCHW, so its step converted and changed layout itself and ran slower than the
+    # augmented rung it bounds: a ceiling does the bounded rung's final conversion, with no random work
+    from torch import nn
+
+    from helpers.augment import CIFAR10_MEAN, CIFAR10_STD, NormalizeToFloat
+    from helpers.course.ladders import cifar_ladder
+
+    image = torch.randint(0, 256, (1, 3, 32, 32), dtype=torch.uint8)
+    images, labels = image.repeat(8, 1, 1, 1), torch.arange(8) % 10  # every sample the same: batches are known
+
+    def batches(**kw):
+        built = cifar_ladder(images, labels, image_folder=tmp_path, device=torch.device("cpu"), batch_size=4,
+                             seed_batch=2, model=lambda: nn.Identity(), **kw)  # fmt: skip
+        rungs = {r.role: r for r in built}
+        assert rungs["ceiling"].bounds == "device"
+        return next(iter(rungs["device"].build()))[0], next(iter(rungs["ceiling"].build()))[0]
+
+    augmented, ceiling = batches()
+    assert ceiling.dtype == augmented.dtype == torch.float32
+    assert ceiling.is_contiguous(memory_format=torch.channels_last)
+    assert augmented.is_contiguous(memory_format=torch.channels_last)
+    mean, std = torch.tensor(CIFAR10_MEAN).view(1, 3, 1, 1), torch.tensor(CIFAR10_STD).view(1, 3, 1, 1)
+    torch.testing.assert_close(ceiling, ((image / 255 - mean) / std).expand(4, -1, -1, -1))
+    mine = NormalizeToFloat((0.5, 0.5, 0.5), (0.25, 0.25, 0.25), channels_last=False)  # an augmentation's own
+    augmented, ceiling = batches(augment=lambda: nn.Sequential(mine))
+    torch.testing.assert_close(ceiling, augmented)
+    assert ceiling.is_contiguous() and not ceiling.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_a_ladder_rows_efficiency_is_its_printed_fed_median_over_its_printed_premade_median():
+    # 04's table printed an efficiency (the median of per-round ratios) that the fed and pre-made columns beside it
+    # contradicted: dividing the two printed medians must give the printed efficiency, its range the rounds' ratios
+    from torch import nn
+
+    from helpers.course.ladders import PipelineProbe, Rung, _row, _Turn, ladder_table
+
+    probe = PipelineProbe([(torch.zeros(4, 3), torch.zeros(4, 1))], lambda batch: None, torch.device("cpu"), premade=1)
+    probe.alone = [(1.0, 500), (1.0, 600), (1.0, 700)]
+    probe.fed = [(1.0, 100), (1.0, 300), (1.0, 200)]  # median 200
+    probe.premade = [(1.0, 200), (1.0, 200), (1.0, 1000)]  # median 200; the rounds' ratios 0.5, 1.5, 0.2
+    probe.waits, probe.computes = [[0.01]] * 3, [[0.02]] * 3
+    rung = Rung("r", lambda: [], lambda: nn.Identity(), role="r")
+    row = _row(_Turn(rung, probe), cores=2)
+    assert row["fed_samples_per_s"] == 200 and row["premade_samples_per_s"] == 200
+    assert row["pipeline_efficiency"] == 1.0 and row["efficiency_range"] == (0.2, 1.5)
+    row["loader_vs_first"] = 1.0
+    table = ladder_table([row])
+    assert "| 200 (100–300) | 200 (200–1000) | 1.00 (0.20–1.50, >1 is noise) |" in table
+    assert "efficiency is the fed median over the pre-made median" in table
+    assert "differ with their intra-op threads" not in table  # one rung: nothing to explain
+    other = {**row, "name": "w", "threads": 1, "workers": 1}
+    row["threads"] = 2
+    assert "differ with their intra-op threads (the CPU budget" in ladder_table([row, other])
+    assert "'r' 2 threads, 'w' 1 thread" in ladder_table([row, other])
+    assert "differ with their intra-op threads" not in ladder_table([row, {**other, "model_note": "another"}])
+
+
+def test_the_benchmark_steps_hand_the_model_one_layout_whichever_a_rung_sends():
+    # 02's ladder: the decoded cache's RGBX crops arrive channels-last-strided, the lazy crops NCHW; the same ESPCN
+    # then ran at another speed per rung, and the pre-made baselines of one model differed up to 9x
+    from torch import nn
+
+    from helpers.course.ladders import classification_train_step, sr_train_step
+
+    seen = []
+
+    class Recorder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(1))
+
+        def forward(self, x):
+            seen.append((x.dtype, x.is_contiguous(), x.is_contiguous(memory_format=torch.channels_last)))
+            return x * self.weight
+
+    rgbx = torch.randint(0, 256, (2, 8, 8, 4), dtype=torch.uint8)[..., :3].permute(0, 3, 1, 2)  # the cache's crops
+    nchw = torch.rand(2, 3, 8, 8)
+    step = sr_train_step(Recorder())
+    step((rgbx, rgbx)), step((nchw, nchw))
+    assert seen == [(torch.float32, True, False)] * 2
+    seen.clear()
+    step = classification_train_step(nn.Sequential(Recorder(), nn.Flatten(), nn.LazyLinear(10)))
+    step((nchw, torch.tensor([0, 1]))), step((nchw.contiguous(memory_format=torch.channels_last), torch.tensor([2, 3])))
+    assert seen == [(torch.float32, False, True)] * 2
+
+
+def test_the_posts_batch_is_timed_with_the_rungs_threads_and_says_its_predicted_step():
+    # 04's note said "steps of about 1 s" (the target) and timed the step with other threads than the rung's
+    from torch import nn
+
+    from helpers.course.ladders import seed_post_batch
+
+    threads_seen, before = [], torch.get_num_threads()
+
+    class Recorder(nn.Module):
+        def forward(self, x):
+            threads_seen.append(torch.get_num_threads())
+            return x
+
+    def model():
+        return nn.Sequential(Recorder(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 10))
+
+    batch, why = seed_post_batch(model, device=torch.device("cpu"), wanted=4, step_s=10.0, threads=1)
+    assert batch == 4 and "predicted step" in why and "with the rung's 1 intra-op thread" in why
+    assert threads_seen[-3:] == [1, 1, 1] and torch.get_num_threads() == before  # warm-up, probe, check; restored

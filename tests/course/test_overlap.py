@@ -22,7 +22,11 @@ def _row(name, median, low, high):
 
 def test_verdict_names_noise_when_ranges_overlap_and_a_winner_when_not():
     text = rows_against_first_verdict([_row("a", 10, 9, 11), _row("b", 10.5, 10.8, 12)], what="Copies")
-    assert "within the noise" in text and "no clear winner" in text and "'b'" in text.split("fastest")[1]
+    assert (
+        "within the noise" in text
+        and "no clear winner, this measurement cannot tell them apart" in text
+        and "'b'" in text.split("fastest")[1]
+    )
     text = rows_against_first_verdict([_row("a", 10, 9, 11), _row("b", 20, 19, 21)], what="Copies")
     assert "within the noise" not in text and "clear of every other row" in text
     assert "2.00x (1.73–2.33x)" in text

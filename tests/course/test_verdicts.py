@@ -124,7 +124,7 @@ def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
     assert text.index("12.6x") < text.index("The post reported")
 
 
-def test_overlapping_ranges_read_within_the_noise_with_the_candidate_it_would_pick():
+def test_overlapping_ranges_read_within_the_noise_and_say_the_measurement_cannot_tell_them_apart():
     rows = [
         {**_ladder_row("plain", 1000, 200, 210, 0.95, role="seed post"), "loader_samples_per_s_range": (900, 1100),
          "fed_samples_per_s_range": (190, 215), "efficiency_range": (0.9, 0.99)},
@@ -132,8 +132,9 @@ def test_overlapping_ranges_read_within_the_noise_with_the_candidate_it_would_pi
          "fed_samples_per_s_range": (195, 210), "efficiency_range": (0.97, 1.06)},
     ]  # fmt: skip
     text = verdicts.ladder_verdict(rows)
-    assert "'tuned' within the noise of this machine: measured 1.1x (range 0.86–1.28x); it would pick 'tuned'" in text
-    assert "against the next, 'plain': within the noise of this machine" in text and "it would pick 'tuned'" in text
+    assert ("'tuned' within the noise of this machine: measured 1.1x (range 0.86–1.28x); this measurement cannot "
+            "tell 'tuned' and 'plain' apart on this machine" in text)  # fmt: skip
+    assert "against the next, 'plain': within the noise of this machine" in text and "would pick" not in text
     assert "best" not in text
 
 
@@ -213,7 +214,7 @@ def test_loader_pair_verdict_gives_the_ratio_with_its_range_or_the_noise():
     apart = verdicts.loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [400, 420, 380])], device="cpu")
     assert "4.0x (range 3.45–4.67x)" in apart and "within the noise" not in apart
     close = verdicts.loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [105, 115, 95])], device="cpu")
-    assert "within the noise of this machine" in close and "it would pick 'device'" in close
+    assert "within the noise of this machine" in close and "cannot tell 'device' and 'cpu crops' apart" in close
 
 
 def test_same_steps_verdict_names_everything_the_two_set_ups_differ_in():
@@ -240,7 +241,7 @@ def test_precision_verdict_marks_emulated_precisions_and_compares_losses_at_a_co
         {"precision": "bf16", "native": False, "step_ms": 564.0, "losses": [0.5, 0.41, 0.31]},
     ]
     text = verdicts.precision_verdict(results, device="cpu")
-    assert "bf16 8.5x the fp32 step time, not native here" in text and "fastest step was fp32" in text
+    assert "bf16 8.5x the fp32 step time, not native here" in text and "fastest median step was fp32" in text
     assert "After 3 steps" in text and "fp32 0.3000" in text
 
 
@@ -326,7 +327,49 @@ def test_doctor_change_verdict_reads_fed_rates_with_their_ranges():
     before = SimpleNamespace(fed_samples_per_s=(10.0, 9.0, 11.0), verdict="INPUT-BOUND")
     after = SimpleNamespace(fed_samples_per_s=(20.0, 18.0, 22.0), verdict="INCONCLUSIVE")
     text = verdicts.doctor_change_verdict(before, after, change="2 persistent workers")
-    assert "fed 20.0 samples/s (18.0–22.0) against 10.0 (9.0–11.0) before" in text and "2.0x." in text
+    assert "fed 20.0 samples/s (18.0–22.0) against 10.0 (9.0–11.0) before" in text
+    assert "2.0x (range 1.64–2.44x)." in text  # the ratio with its range, not alone
     assert "input-bound before and inconclusive after" in text
     close = SimpleNamespace(fed_samples_per_s=(10.5, 9.5, 12.0), verdict="INPUT-BOUND")
-    assert "within the noise" in verdicts.doctor_change_verdict(before, close, change="x")
+    tied = verdicts.doctor_change_verdict(before, close, change="x")
+    assert "within the noise of this machine: measured 1.1x (range 0.86–1.33x)" in tied
+    assert "cannot tell 'with x' and 'before' apart" in tied
+
+
+def test_a_tie_says_which_candidate_the_course_keeps_and_why_when_given():
+    text = verdicts.ratio_with_range(1.0, (0.9, 1.1), 1.05, (0.95, 1.15), pick=("a", "b"), keep=("b", "the default"))
+    assert text.endswith("cannot tell 'a' and 'b' apart on this machine: the course keeps 'b', the default")
+    assert "would pick" not in text
+
+
+def test_03_and_06_verdicts_carry_the_load_meters_line_when_the_machine_was_busy():
+    # 03's precision and channels_last verdicts and 06's same-steps verdict were printed without saying how busy the
+    # machine was while their timings ran
+    from helpers.loadmeter import LoadReading
+
+    busy, quiet = LoadReading(0.8, 2, 10.0, None), LoadReading(0.0, 2, 10.0, None)
+    line = " Measured on a busy machine: other processes used 0.8 of 2 cores during this measurement."
+    precision = [{"precision": "fp32", "native": True, "step_ms": 10.0, "losses": [0.5]},
+                 {"precision": "bf16", "native": True, "step_ms": 20.0, "losses": [0.5]}]  # fmt: skip
+    layouts = {("NCHW", "fp32"): [20.0, 21.0], ("channels_last", "fp32"): [9.0, 10.0]}
+    steps = dict(post_rates=[10.0, 11.0], course_rates=[100.0, 110.0], post_px=224, course_px=32, post_batch=8,
+                 course_batch=64, same_network=True)  # fmt: skip
+    for verdict in (lambda load: verdicts.precision_verdict(precision, device="cpu", load=load),
+                    lambda load: verdicts.channels_last_verdict(layouts, load=load),
+                    lambda load: verdicts.same_steps_verdict(**steps, load=load)):  # fmt: skip
+        assert verdict(busy).endswith(line)
+        assert "busy" not in verdict(quiet) and "busy" not in verdict(None)
+
+
+def test_02s_cache_reopen_reads_interleaved_repeats_with_ranges_and_the_load():
+    from helpers.loadmeter import LoadReading
+
+    text = verdicts.reopen_verdict([2.0, 2.2, 1.9], [0.01, 0.012, 0.011], images=200, mib=300.0)
+    assert "took 2.00 (1.90–2.20) s and reopening it 0.011 (0.010–0.012) s (medians of 3 interleaved" in text
+    assert "building took 181.8x (range 158.33–220.00x) the reopen" in text and "busy" not in text
+    close = verdicts.reopen_verdict([1.0, 1.2], [0.9, 1.1], images=2, mib=1.0, load=LoadReading(1.0, 2, 3.0))
+    assert "within the noise of this machine" in close and "cannot tell 'building' and 'reopening' apart" in close
+    assert close.endswith("other processes used 1.0 of 2 cores during this measurement.")
+    busy = LoadReading(1.0, 2, 3.0)
+    assert verdicts.layout_verdict(rgb_ms=[1.0, 1.1], word_ms=[0.5, 0.6], load=busy).endswith("measurement.")
+    assert verdicts.decode_verdict([1.0, 1.1], [2.0, 2.1], (4, 4), (4, 4), load=busy).endswith("measurement.")
