@@ -433,6 +433,35 @@ def seed_claim_verdict(
     )
 
 
+def file_format_verdict(
+    rows: Sequence[dict[str, Any]],
+    *,
+    jpeg: str = "lazy crop, workers",
+    png: str = "lazy crop on PNG",
+    cache: str = "decoded cache",
+) -> str:
+    """02 and the bench: the same lazy-crop loader on the JPEG files and on lossless PNG copies of the same images,
+    loader alone with ranges: the part of its speed that is the file format; then the decoded cache against each."""
+    on_jpeg, on_png, cached = by_role(rows, jpeg), by_role(rows, png), by_role(rows, cache)
+    rate = "loader_samples_per_s"
+    fmt = ratio_with_range(*_rate(on_jpeg, rate), *_rate(on_png, rate), pick=("JPEG", "PNG"))
+    same = _ranges_overlap(_rate(on_jpeg, rate)[1], _rate(on_png, rate)[1])
+    reading = (
+        "the file format makes no measurable difference to it here"
+        if same
+        else "that factor is the decoder's (JPEG or PNG), not the loader's: compare a loader with a peer on the same files"
+    )
+    against = "; ".join(
+        f"{ratio_with_range(*_rate(cached, rate), *_rate(row, rate))} against '{row['name']}'"
+        for row in (on_jpeg, on_png)
+    )
+    return (
+        f"File format, loader alone: '{on_jpeg['name']}' {_span(*_rate(on_jpeg, rate))} samples/s on the JPEG files, "
+        f"{_span(*_rate(on_png, rate))} on PNG copies of the same images: JPEG {fmt}; {reading}. The decoded cache, "
+        f"which decodes each file once whatever its format: {against}." + load_text([on_jpeg, on_png])
+    )
+
+
 def disk_verdict(*, written: float, original: float, read: float, decoded: float, used: float) -> str:
     """01: what the traditional preprocessing wrote, and what each sample reads and decodes against what it keeps."""
     return (

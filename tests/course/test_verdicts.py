@@ -373,3 +373,33 @@ def test_02s_cache_reopen_reads_interleaved_repeats_with_ranges_and_the_load():
     busy = LoadReading(1.0, 2, 3.0)
     assert verdicts.layout_verdict(rgb_ms=[1.0, 1.1], word_ms=[0.5, 0.6], load=busy).endswith("measurement.")
     assert verdicts.decode_verdict([1.0, 1.1], [2.0, 2.1], (4, 4), (4, 4), load=busy).endswith("measurement.")
+
+
+def _format_rows(jpeg_rate, png_rate, spread=0.02):
+    return [
+        _ladder_row("lazy crop, 2 workers", jpeg_rate, 90, 100, 0.9, role="lazy crop, workers", spread=spread),
+        _ladder_row(
+            "lazy crop on PNG copies of the same images, 2 workers",
+            png_rate,
+            50,
+            100,
+            0.5,
+            role="lazy crop on PNG",
+            spread=spread,
+        ),
+        _ladder_row("decoded uint8 cache", 2000, 95, 100, 0.95, role="decoded cache", spread=spread),
+    ]
+
+
+def test_file_format_verdict_names_the_decoders_share_when_the_ranges_are_apart():
+    text = verdicts.file_format_verdict(_format_rows(500, 200))
+    assert "JPEG 2.5x (range" in text and "the decoder's" in text and "no measurable difference" not in text
+    # the decoded cache against each lazy rung, by name and with its range: 2000/500 and 2000/200
+    assert "4.0x (range" in text and "against 'lazy crop, 2 workers'" in text
+    assert "10.0x (range" in text and "against 'lazy crop on PNG copies" in text
+
+
+def test_file_format_verdict_says_when_the_format_makes_no_difference():
+    text = verdicts.file_format_verdict(_format_rows(500, 495, spread=0.05))
+    assert "within the noise of this machine" in text and "no measurable difference" in text
+    assert "the decoder's" not in text
