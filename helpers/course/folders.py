@@ -38,7 +38,7 @@ from .standins import CIFAR_STANDIN_CLASSES, skimage_photo
 from .verdicts import _rate, _span, efficiency_text, ratio_with_range
 
 FOLDER_MARKER = "STANDIN.txt"
-SAMPLES = 10**6  # an epoch long enough that no measurement restarts the workers
+SAMPLES = Profile.endless  # an epoch long enough that no measurement restarts the workers (the profile says why)
 
 
 # --- the stand-in folder ---------------------------------------------------------------------------------------------
