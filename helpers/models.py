@@ -161,9 +161,13 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "patch_discriminator": PatchDiscriminator,
 }
 DESCRIPTIONS = {
-    "espcn": "ESPCN", "small_edsr": "SmallEDSR", "resnet18": "ResNet18 (CIFAR stem)", "small": "small CNN",
-    "patch_discriminator": "patch discriminator", "resnet18_imagenet": "ResNet18 (torchvision, ImageNet stem)",
-}  # fmt: skip
+    "espcn": "ESPCN",
+    "small_edsr": "SmallEDSR",
+    "resnet18": "ResNet18 (CIFAR stem)",
+    "small": "small CNN",
+    "patch_discriminator": "patch discriminator",
+    "resnet18_imagenet": "ResNet18 (torchvision, ImageNet stem)",
+}
 
 
 def build_model(name: str, **sizes: object) -> nn.Module:

@@ -56,9 +56,13 @@ def step_timeline(
 def timeline_summary(rows: list[dict[str, float]]) -> dict[str, float]:
     """The timeline's share of time spent waiting, its median wait and compute per step, and its worst wait."""
     wait, compute = sum(r["wait_s"] for r in rows), sum(r["compute_s"] for r in rows)
-    return {"wait_fraction": wait / (wait + compute), "median_wait_s": statistics.median(r["wait_s"] for r in rows),
-            "median_compute_s": statistics.median(r["compute_s"] for r in rows),
-            "max_wait_s": max(r["wait_s"] for r in rows), "steps": len(rows)}  # fmt: skip
+    return {
+        "wait_fraction": wait / (wait + compute),
+        "median_wait_s": statistics.median(r["wait_s"] for r in rows),
+        "median_compute_s": statistics.median(r["compute_s"] for r in rows),
+        "max_wait_s": max(r["wait_s"] for r in rows),
+        "steps": len(rows),
+    }
 
 
 def profile_steps(
