@@ -182,9 +182,10 @@ def reserve_file(path: str | os.PathLike, size: int) -> None:
                 _write_zeros(f, size)  # a file system without fallocate
         except OSError as error:
             raise OSError(
-                error.errno, f"{path}: cannot reserve {size} bytes ({error.strerror}); free "
-                "disk space or write somewhere else", str(path),
-            ) from error  # fmt: skip
+                error.errno,
+                f"{path}: cannot reserve {size} bytes ({error.strerror}); free disk space or write somewhere else",
+                str(path),
+            ) from error
 
 
 def _write_zeros(f: Any, size: int) -> None:

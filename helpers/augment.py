@@ -133,21 +133,27 @@ def cifar_train_augment(
     """
     steps: list[torch.nn.Module | None] = [BatchRandomCrop(size, padding, padding_mode, flip_p=0.5)]
     if jitter or grayscale_p:
-        steps += [ToUnitFloat(), K.ColorJitter(jitter, jitter, jitter, 0.0, p=jitter_p) if jitter else None,
-                  K.RandomGrayscale(p=grayscale_p) if grayscale_p else None]  # fmt: skip
+        steps += [
+            ToUnitFloat(),
+            K.ColorJitter(jitter, jitter, jitter, 0.0, p=jitter_p) if jitter else None,
+            K.RandomGrayscale(p=grayscale_p) if grayscale_p else None,
+        ]
     steps.append(NormalizeToFloat(mean, std, channels_last=channels_last))
     return torch.nn.Sequential(*(step for step in steps if step is not None))
 
 
 def torchvision_cifar_augment(
-    *, mean: tuple[float, ...] = CIFAR10_MEAN, std: tuple[float, ...] = TORCHVISION_RECIPE_STD,
+    *,
+    mean: tuple[float, ...] = CIFAR10_MEAN,
+    std: tuple[float, ...] = TORCHVISION_RECIPE_STD,
     channels_last: bool = True,
-) -> torch.nn.Sequential:  # fmt: skip
+) -> torch.nn.Sequential:
     """The torchvision CIFAR recipe it replaces, per sample on the batch: RandomCrop(32, padding=4) with zero
     padding, RandomHorizontalFlip(), ToTensor(), Normalize((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),
     no jitter: crop and flip on uint8, then one conversion to normalised float."""
-    return cifar_train_augment(mean=mean, std=std, padding_mode="constant", jitter=0.0, grayscale_p=0.0,
-                               channels_last=channels_last)  # fmt: skip
+    return cifar_train_augment(
+        mean=mean, std=std, padding_mode="constant", jitter=0.0, grayscale_p=0.0, channels_last=channels_last
+    )
 
 
 def normalize_only(

@@ -72,10 +72,15 @@ def validate_rng_states(states: Any, *, path: str | os.PathLike) -> None:
 def check_run_config(saved: Any, current: dict[str, Any], *, path: str | os.PathLike) -> None:
     """Raise CheckpointError naming every setting where the checkpoint's run configuration differs from this run's."""
     if not isinstance(saved, dict):
-        raise CheckpointError(f"{path}: the saved run configuration is not a dict ({type(saved).__name__}): a "
-                              "checkpoint of another format; start without --resume")  # fmt: skip
-    differs = [f"{key}: saved {saved.get(key)!r}, this run {current.get(key)!r}"
-               for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]  # fmt: skip
+        raise CheckpointError(
+            f"{path}: the saved run configuration is not a dict ({type(saved).__name__}): a "
+            "checkpoint of another format; start without --resume"
+        )
+    differs = [
+        f"{key}: saved {saved.get(key)!r}, this run {current.get(key)!r}"
+        for key in sorted(set(saved) | set(current))
+        if saved.get(key) != current.get(key)
+    ]
     if differs:
         raise CheckpointError(
             f"{path}: this checkpoint was saved by another run configuration ({'; '.join(differs)}); resume with the "
@@ -107,9 +112,12 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
         with contextlib.suppress(OSError):
             temporary.unlink()  # a partial file must not fill the disk, nor pass for a complete checkpoint
         if full:
-            raise OSError(errno.ENOSPC, f"{path}: the disk is full: the checkpoint was not saved (its partial "
-                          f"{temporary.name} is removed; the previous checkpoint is intact); free space and rerun "
-                          "with --resume") from error  # fmt: skip
+            raise OSError(
+                errno.ENOSPC,
+                f"{path}: the disk is full: the checkpoint was not saved (its partial "
+                f"{temporary.name} is removed; the previous checkpoint is intact); free space and rerun "
+                "with --resume",
+            ) from error
         raise
     if path.exists():
         os.replace(path, _previous(path))
@@ -126,8 +134,11 @@ def _open_scratch(path: Path) -> Any:
     try:
         descriptor = os.open(path, flags, 0o644)
     except FileExistsError as error:
-        raise OSError(errno.EEXIST, f"{path}: something was created here while the checkpoint was being saved "
-                      "(another process, or a planted link): remove it and save again") from error  # fmt: skip
+        raise OSError(
+            errno.EEXIST,
+            f"{path}: something was created here while the checkpoint was being saved "
+            "(another process, or a planted link): remove it and save again",
+        ) from error
     return os.fdopen(descriptor, "wb")
 
 
@@ -209,8 +220,11 @@ def _module_difference(module: torch.nn.Module, saved: Any) -> str | None:
         for k, v in own.items()
         if k in saved and isinstance(saved[k], torch.Tensor) and saved[k].shape != v.shape
     ]
-    found = [(f"{len(keys)} {label}", keys) for label, keys in
-             (("missing", missing), ("unexpected", unexpected), ("of another shape", resized)) if keys]  # fmt: skip
+    found = [
+        (f"{len(keys)} {label}", keys)
+        for label, keys in (("missing", missing), ("unexpected", unexpected), ("of another shape", resized))
+        if keys
+    ]
     listed = [f"{count} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})" for count, keys in found]
     return "; ".join(listed) or None
 

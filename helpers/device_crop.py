@@ -35,9 +35,13 @@ TRIES = 10  # torchvision's RandomResizedCrop tries 10 boxes before it falls bac
 
 
 def random_resized_boxes(
-    heights: torch.Tensor, widths: torch.Tensor, *, scale: Sequence[float] = (0.08, 1.0),
-    ratio: Sequence[float] = (3 / 4, 4 / 3), generator: torch.Generator | None = None,
-) -> torch.Tensor:  # fmt: skip
+    heights: torch.Tensor,
+    widths: torch.Tensor,
+    *,
+    scale: Sequence[float] = (0.08, 1.0),
+    ratio: Sequence[float] = (3 / 4, 4 / 3),
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """torchvision's RandomResizedCrop boxes for a batch, drawn per sample at once: (B, 4) float (x1, y1, x2, y2) in
     pixel-edge coordinates, integer-valued as torchvision's are. Sizes are 1-D tensors on the CPU."""
     count = len(heights)
@@ -89,8 +93,14 @@ class BatchRandomResizedCrop(torch.nn.Module):
     """RandomResizedCrop(`size`) per sample for a batch (or a list of images of different sizes) in one roi_align:
     float output in [0, 1] (uint8 input is converted), shape (B, C, size, size)."""
 
-    def __init__(self, size: int = 224, *, scale: Sequence[float] = (0.08, 1.0),
-                 ratio: Sequence[float] = (3 / 4, 4 / 3), generator: torch.Generator | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        size: int = 224,
+        *,
+        scale: Sequence[float] = (0.08, 1.0),
+        ratio: Sequence[float] = (3 / 4, 4 / 3),
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__()
         self.size, self.scale, self.ratio, self.generator = size, tuple(scale), tuple(ratio), generator
 
@@ -119,9 +129,13 @@ class ToChannelsLast(torch.nn.Module):
 
 
 def device_train_augment(
-    size: int = 224, *, jitter: float = 0.2, mean: Sequence[float] = IMAGENET_MEAN,
-    std: Sequence[float] = IMAGENET_STD, generator: torch.Generator | None = None,
-) -> torch.nn.Sequential:  # fmt: skip
+    size: int = 224,
+    *,
+    jitter: float = 0.2,
+    mean: Sequence[float] = IMAGENET_MEAN,
+    std: Sequence[float] = IMAGENET_STD,
+    generator: torch.Generator | None = None,
+) -> torch.nn.Sequential:
     """The CIFAR post's RandomResizedCrop(224) + flip + ColorJitter(0.2, 0.2, 0.2) + Normalize, per sample, on the
     batch's device: decoded uint8 images (a list of any sizes, or a batch) in, normalised channels_last float out.
     `jitter=0` leaves the jitter out."""

@@ -28,10 +28,22 @@ from .safe_open import check_regular, make_dirs, open_regular
 from .tar_scan import BadArchiveError, UnsafeArchiveError, describe_kind, kind_of_head
 
 __all__ = [
-    "BadArchiveError", "BadResponseError", "ChecksumMismatchError", "DestinationWriteError", "ExtractLimits", "IncompleteDownloadError",
-    "StallRule", "UnsafeArchiveError", "describe_kind", "download", "extract_into", "file_digest", "file_kind",
-    "safe_extract", "verify_file",
-]  # fmt: skip
+    "BadArchiveError",
+    "BadResponseError",
+    "ChecksumMismatchError",
+    "DestinationWriteError",
+    "ExtractLimits",
+    "IncompleteDownloadError",
+    "StallRule",
+    "UnsafeArchiveError",
+    "describe_kind",
+    "download",
+    "extract_into",
+    "file_digest",
+    "file_kind",
+    "safe_extract",
+    "verify_file",
+]
 
 CHUNK_BYTES = 1 << 20
 READ_BYTES = 64 << 10  # one read of the response: returns as soon as some bytes arrived, so stalls are seen
@@ -190,9 +202,11 @@ def _copy_body(response, out, bar, *, url: str, part: Path, start: int, size: in
             out.flush()  # a full disk shows here, as this error, not later at close
         except OSError as error:
             raise DestinationWriteError(
-                error.errno, f"{part}: cannot write the download ({error.strerror}); free disk space or download "
-                "somewhere else (the bytes so far are kept and resumed)", str(part),
-            ) from error  # fmt: skip
+                error.errno,
+                f"{part}: cannot write the download ({error.strerror}); free disk space or download "
+                "somewhere else (the bytes so far are kept and resumed)",
+                str(part),
+            ) from error
         received += len(block)
         window_bytes += len(block)
         bar.update(len(block))

@@ -51,9 +51,13 @@ def evaluate_sr(
         sr = model(lr).float().clamp(0, 1)
         bicubic = bicubic_upscale(lr, scale)
         rows.append(
-            (psnr_y(sr, hr, scale).item(), ssim_y(sr, hr, scale).item(),
-             psnr_y(bicubic, hr, scale).item(), ssim_y(bicubic, hr, scale).item())
-        )  # fmt: skip
+            (
+                psnr_y(sr, hr, scale).item(),
+                ssim_y(sr, hr, scale).item(),
+                psnr_y(bicubic, hr, scale).item(),
+                ssim_y(bicubic, hr, scale).item(),
+            )
+        )
     model.train(was_training)
     *sums, count = all_reduce_sum([sum(r[i] for r in rows) for i in range(4)] + [len(rows)], context)
     means = [total / count for total in sums]
@@ -70,10 +74,16 @@ def evaluate_sr(
 
 @torch.no_grad()
 def evaluate_classifier(
-    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, *, preprocess: nn.Module,
-    device: torch.device | str, batch_size: int = 500, precision: str = "fp32",
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    preprocess: nn.Module,
+    device: torch.device | str,
+    batch_size: int = 500,
+    precision: str = "fp32",
     context: DistributedContext | None = None,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Top-1 accuracy of `model` on uint8 images, preprocessed on the device (each rank counts its share, then the
     counts are summed over ranks)."""
     device = torch.device(device)

@@ -76,9 +76,13 @@ def make_loader(
 
 
 def loader_settings_grid(
-    workers: Sequence[int], *, threads: Sequence[int | None] = (None,), pin_memory: Sequence[bool] = (False,),
-    prefetch: Sequence[int] = (2,), persistent: Sequence[bool] = (True,),
-) -> list[dict[str, Any]]:  # fmt: skip
+    workers: Sequence[int],
+    *,
+    threads: Sequence[int | None] = (None,),
+    pin_memory: Sequence[bool] = (False,),
+    prefetch: Sequence[int] = (2,),
+    persistent: Sequence[bool] = (True,),
+) -> list[dict[str, Any]]:
     """Every combination of the DataLoader knobs and the training process's intra-op threads (`threads`; None leaves
     torch's setting as it is), prefetch and persistence only where workers > 0."""
     grid = []
@@ -86,18 +90,40 @@ def loader_settings_grid(
         for count in threads:
             for pin in pin_memory:
                 if n == 0:
-                    grid.append({"num_workers": 0, "intra_op_threads": count, "pin_memory": pin,
-                                 "prefetch_factor": None, "persistent_workers": False})  # fmt: skip
+                    grid.append(
+                        {
+                            "num_workers": 0,
+                            "intra_op_threads": count,
+                            "pin_memory": pin,
+                            "prefetch_factor": None,
+                            "persistent_workers": False,
+                        }
+                    )
                     continue
-                grid += [{"num_workers": n, "intra_op_threads": count, "pin_memory": pin, "prefetch_factor": factor,
-                          "persistent_workers": keep} for factor in prefetch for keep in persistent]  # fmt: skip
+                grid += [
+                    {
+                        "num_workers": n,
+                        "intra_op_threads": count,
+                        "pin_memory": pin,
+                        "prefetch_factor": factor,
+                        "persistent_workers": keep,
+                    }
+                    for factor in prefetch
+                    for keep in persistent
+                ]
     return grid
 
 
 def _sweep_turn(
-    dataset: Dataset, setting: dict[str, Any], *, batch_size: int, batches: int, seed: int,
-    step: Callable[[Any], Any] | None, device: torch.device,
-) -> dict[str, float]:  # fmt: skip
+    dataset: Dataset,
+    setting: dict[str, Any],
+    *,
+    batch_size: int,
+    batches: int,
+    seed: int,
+    step: Callable[[Any], Any] | None,
+    device: torch.device,
+) -> dict[str, float]:
     """One setting's turn: a fresh loader (only its workers alive), its intra-op threads set for the timed process,
     then its batches timed alone or feeding `step`; the thread count is restored and the workers end afterwards."""
     knobs = {key: value for key, value in setting.items() if key != "intra_op_threads"}
@@ -110,8 +136,9 @@ def _sweep_turn(
         # twice what can be in flight, and that cannot decide the rate
         in_flight = knobs.get("num_workers", 0) * (knobs.get("prefetch_factor") or 2)
         timed = max(batches, 2 * in_flight)
-        loader = make_loader(dataset, batch_size, seed=seed, samples_per_epoch=batch_size * (timed + in_flight + 4),
-                             **knobs)  # fmt: skip
+        loader = make_loader(
+            dataset, batch_size, seed=seed, samples_per_epoch=batch_size * (timed + in_flight + 4), **knobs
+        )
         if step is None:
             return {"samples_per_s": time_batches(loader, timed, warmup=1 + in_flight)["samples_per_s"]}
         probe = PipelineProbe(loader, step, device, premade=1, warmup=1)
@@ -151,13 +178,25 @@ def sweep_loader_settings(
     for index in progress(turns):
         with warnings.catch_warnings():  # more workers than cores on purpose: torch's warning says only that
             warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
-            runs[index].append(_sweep_turn(dataset, settings[index], batch_size=batch_size, batches=batches, seed=seed,
-                                           step=step, device=torch.device(device)))  # fmt: skip
+            runs[index].append(
+                _sweep_turn(
+                    dataset,
+                    settings[index],
+                    batch_size=batch_size,
+                    batches=batches,
+                    seed=seed,
+                    step=step,
+                    device=torch.device(device),
+                )
+            )
     rows = []
     for setting, measured in zip(settings, runs):
-        row = {**setting, "mode": "loader alone" if step is None else "end to end",
-               "samples_per_s": statistics.median(m["samples_per_s"] for m in measured),
-               "runs": [m["samples_per_s"] for m in measured]}  # fmt: skip
+        row = {
+            **setting,
+            "mode": "loader alone" if step is None else "end to end",
+            "samples_per_s": statistics.median(m["samples_per_s"] for m in measured),
+            "runs": [m["samples_per_s"] for m in measured],
+        }
         if step is not None:
             row["data_wait_ms"] = statistics.median(m["data_wait_ms"] for m in measured)
             row["compute_ms"] = statistics.median(m["compute_ms"] for m in measured)
@@ -173,8 +212,10 @@ def dataset_tensors(dataset: Any) -> tuple[torch.Tensor, torch.Tensor]:
     data, targets = getattr(dataset, "data", None), getattr(dataset, "targets", None)
     if data is None or targets is None:
         name = type(dataset).__name__
-        raise TypeError(f"{name} has no .data and .targets (torchvision's CIFAR10, CIFAR100, MNIST and FashionMNIST "
-                        "have): stack its images into a uint8 (N, C, H, W) tensor yourself")  # fmt: skip
+        raise TypeError(
+            f"{name} has no .data and .targets (torchvision's CIFAR10, CIFAR100, MNIST and FashionMNIST "
+            "have): stack its images into a uint8 (N, C, H, W) tensor yourself"
+        )
     images = torch.as_tensor(np.asarray(data))
     if images.dtype != torch.uint8 or images.ndim not in (3, 4):
         raise ValueError(f"{type(dataset).__name__}.data is {images.dtype} {tuple(images.shape)}, not uint8 NHWC/NHW")

@@ -55,6 +55,9 @@ def count_samples(batch: Any) -> int:
     return int(batch.shape[0])
 
 
+_NONE = object()  # what an exhausted iterator gives `next` as its default
+
+
 class _Restarting:
     """An endless iterator over a loader: starts a new epoch when one ends."""
 
@@ -69,7 +72,10 @@ class _Restarting:
             return next(self.iterator)
         except StopIteration:
             self.iterator = iter(self.loader)
-            return next(self.iterator)
+            batch = next(self.iterator, _NONE)
+            if batch is _NONE:
+                raise ValueError("the loader gave no batch: an empty dataset, or a sampler with no samples") from None
+            return batch
 
 
 def time_batches(

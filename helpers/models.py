@@ -104,6 +104,11 @@ def cifar_resnet18(num_classes: int = 10) -> nn.Module:
     return model
 
 
+def imagenet_resnet18(num_classes: int = 1000) -> nn.Module:
+    """torchvision's ResNet18 as published, ImageNet stem (7x7 stride-2 convolution and max-pool: 224-px inputs)."""
+    return resnet18(weights=None, num_classes=num_classes)
+
+
 class SmallConvNet(nn.Module):
     """A small CNN (four conv blocks, global pooling) for CPU benchmarks and smoke runs; any input size works."""
 
@@ -151,13 +156,18 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "espcn": ESPCN,
     "small_edsr": SmallEDSR,
     "resnet18": cifar_resnet18,  # the CIFAR stem
+    "resnet18_imagenet": imagenet_resnet18,  # 07's classifier of 224-px crops
     "small": SmallConvNet,
     "patch_discriminator": PatchDiscriminator,
 }
 DESCRIPTIONS = {
-    "espcn": "ESPCN", "small_edsr": "SmallEDSR", "resnet18": "ResNet18 (CIFAR stem)", "small": "small CNN",
+    "espcn": "ESPCN",
+    "small_edsr": "SmallEDSR",
+    "resnet18": "ResNet18 (CIFAR stem)",
+    "small": "small CNN",
     "patch_discriminator": "patch discriminator",
-}  # fmt: skip
+    "resnet18_imagenet": "ResNet18 (torchvision, ImageNet stem)",
+}
 
 
 def build_model(name: str, **sizes: object) -> nn.Module:

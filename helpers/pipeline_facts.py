@@ -23,8 +23,15 @@ except ImportError:  # optional: without it the free memory of a CPU is unknown
 
 ON_DEVICE_LOADERS = {"DeviceTensorLoader", "DeviceSRCropLoader"}  # batches made on the device, no DataLoader
 DECODED = ON_DEVICE_LOADERS | {"CachedCropLoader", "DecodedSRCache", "TensorDataset"}  # decoded once, in memory
-SR_NAMES = {"DecodedSRCache", "CachedCropLoader", "DeviceSRCropLoader", "LazyCropSRDataset", "NaiveSRDataset",
-            "InMemoryNaiveSRDataset", "SREvalDataset"}  # fmt: skip
+SR_NAMES = {
+    "DecodedSRCache",
+    "CachedCropLoader",
+    "DeviceSRCropLoader",
+    "LazyCropSRDataset",
+    "NaiveSRDataset",
+    "InMemoryNaiveSRDataset",
+    "SREvalDataset",
+}
 CLASSIFIER_NAMES = {
     "DeviceTensorLoader",
     "ImageFolder",
@@ -69,8 +76,10 @@ class PipelineFacts:
         """One line: the loader, its knobs, the batch, the step and the CPU budget."""
         parts = [self.loader + (f" over {self.dataset}" if self.dataset else "")]
         if self.num_workers is not None:
-            parts.append(f"{self.num_workers} workers, pin_memory={self.pin_memory}, persistent_workers="
-                         f"{self.persistent_workers}, prefetch_factor={self.prefetch_factor}")  # fmt: skip
+            parts.append(
+                f"{self.num_workers} workers, pin_memory={self.pin_memory}, persistent_workers="
+                f"{self.persistent_workers}, prefetch_factor={self.prefetch_factor}"
+            )
         if self.inputs_dtype:
             parts.append(f"inputs {self.inputs_dtype.removeprefix('torch.')} on {self.inputs_device}")
         parts.append(f"task: {self.task}; step on {self.device}" + (f", {self.precision}" if self.precision else ""))
@@ -137,9 +146,13 @@ def describe_pipeline(
     dataset = getattr(loader, "dataset", None) if isinstance(loader, torch.utils.data.DataLoader) else None
     if dataset is None and hasattr(loader, "cache"):  # CachedCropLoader, DeviceSRCropLoader
         dataset = loader.cache
-    facts = PipelineFacts(loader=type(loader).__name__, dataset=type(dataset).__name__ if dataset is not None else "",
-                          device=str(device), cpu_cores=cpu_cores or usable_cpu_count(),
-                          intra_op_threads=torch.get_num_threads())  # fmt: skip
+    facts = PipelineFacts(
+        loader=type(loader).__name__,
+        dataset=type(dataset).__name__ if dataset is not None else "",
+        device=str(device),
+        cpu_cores=cpu_cores or usable_cpu_count(),
+        intra_op_threads=torch.get_num_threads(),
+    )
     if isinstance(loader, torch.utils.data.DataLoader):
         facts.num_workers, facts.pin_memory = loader.num_workers, loader.pin_memory
         facts.persistent_workers = loader.persistent_workers
@@ -172,23 +185,30 @@ def _free_bytes(device: torch.device) -> int | None:
 def _decode_once(facts: PipelineFacts) -> list[str]:
     """Keep decoded pixels instead of decoding files per sample, with the pieces for the task (none if in use)."""
     if facts.task == "classification" and facts.loader != "DeviceTensorLoader":
-        fits = facts.dataset_bytes is not None and (facts.free_device_bytes is None or facts.dataset_bytes < 0.5 *
-                                                    facts.free_device_bytes)  # fmt: skip
+        fits = facts.dataset_bytes is not None and (
+            facts.free_device_bytes is None or facts.dataset_bytes < 0.5 * facts.free_device_bytes
+        )
         instead = "per-sample indexing and collation" if facts.decoded else "PIL transforms per sample"
         if fits:
             assert facts.dataset_bytes is not None  # fits says so
             size = facts.dataset_bytes / 2**20
-            return [f"- the whole dataset as one uint8 tensor on the device ({size:.{0 if size >= 10 else 1}f} MiB): "
-                    "DeviceTensorLoader (loading.py), augmented per sample there with cifar_train_augment() "
-                    f"(augment.py), instead of {instead};"]  # fmt: skip
+            return [
+                f"- the whole dataset as one uint8 tensor on the device ({size:.{0 if size >= 10 else 1}f} MiB): "
+                "DeviceTensorLoader (loading.py), augmented per sample there with cifar_train_augment() "
+                f"(augment.py), instead of {instead};"
+            ]
         if not facts.decoded:
-            return ["- decode fewer pixels: decode JPEGs at reduced size (PIL's draft), or keep a pre-resized uint8 "
-                    "copy, and augment batches on the device;"]  # fmt: skip
+            return [
+                "- decode fewer pixels: decode JPEGs at reduced size (PIL's draft), or keep a pre-resized uint8 "
+                "copy, and augment batches on the device;"
+            ]
     if facts.decoded or facts.task == "classification":
         return []
     if facts.task == "super-resolution":
-        return ["- decode once: DecodedSRCache + CachedCropLoader (sr_cache.py) keep every image as uint8 and cut "
-                "paired crops by indexing, instead of decoding files per sample;"]  # fmt: skip
+        return [
+            "- decode once: DecodedSRCache + CachedCropLoader (sr_cache.py) keep every image as uint8 and cut "
+            "paired crops by indexing, instead of decoding files per sample;"
+        ]
     return ["- decode once: keep decoded uint8 images in memory instead of decoding files per sample;"]
 
 
@@ -198,8 +218,10 @@ def _loader_knobs(facts: PipelineFacts) -> list[str]:
         return []
     lines = []
     if facts.num_workers < facts.cpu_cores - 1 and not facts.decoded:  # the CPU budget: the step keeps a core
-        lines.append(f"- more DataLoader workers ({facts.num_workers} now, {facts.cpu_cores} cores), keeping workers + "
-                     f"intra-op threads within the cores (torch.set_num_threads);")  # fmt: skip
+        lines.append(
+            f"- more DataLoader workers ({facts.num_workers} now, {facts.cpu_cores} cores), keeping workers + "
+            f"intra-op threads within the cores (torch.set_num_threads);"
+        )
     if facts.num_workers > 0 and not facts.persistent_workers:
         lines.append("- persistent_workers=True, so workers are not restarted every epoch;")
     if facts.device.startswith("cuda") and not facts.pin_memory and facts.inputs_device == "cpu":
@@ -217,8 +239,10 @@ def _on_the_device(facts: PipelineFacts) -> list[str]:
         if facts.task == "super-resolution":
             lines.append("- DeviceSRCropLoader (sr_cache.py): paired crops, flips and LR made on the GPU;")
         elif facts.task == "classification" and facts.loader != "DeviceTensorLoader" and not _decode_once(facts):
-            lines.append("- batch augmentation on the device (cifar_train_augment() in augment.py, kornia) instead "
-                         "of per-sample transforms;")  # fmt: skip
+            lines.append(
+                "- batch augmentation on the device (cifar_train_augment() in augment.py, kornia) instead "
+                "of per-sample transforms;"
+            )
     if facts.loader in ON_DEVICE_LOADERS:
         lines.append(
             "- the loader already makes its batches on the device: what remains is its own work per batch; "
@@ -230,11 +254,14 @@ def _on_the_device(facts: PipelineFacts) -> list[str]:
 def _step_speedups(facts: PipelineFacts) -> list[str]:
     lines = ["- the input pipeline keeps up: more loader work will not help; speed up the step:"]
     if facts.precision == "fp32":
-        lines.append("- mixed precision: TrainStep(precision='bf16', or 'fp16' with its GradScaler) where the device "
-                     "runs it natively (step.py's fastest_precision measures which);")  # fmt: skip
+        lines.append(
+            "- mixed precision: TrainStep(precision='bf16', or 'fp16' with its GradScaler) where the device "
+            "runs it natively (step.py's fastest_precision measures which);"
+        )
     elif facts.precision is None:
-        lines.append("- mixed precision with torch.autocast (bf16, or fp16 with a GradScaler), if your step does not "
-                     "use it yet;")  # fmt: skip
+        lines.append(
+            "- mixed precision with torch.autocast (bf16, or fp16 with a GradScaler), if your step does not use it yet;"
+        )
     if facts.channels_last is False and facts.inputs_ndim == 4:
         lines.append("- channels_last (TrainStep(channels_last=True)) for convolutions;")
     lines.append("- a larger batch, and torch.compile on the model;")
@@ -259,14 +286,20 @@ def advice_for(verdict: str, facts: PipelineFacts, *, other_cores: float | None 
     elif verdict == "LOADER COMPETES WITH THE STEP":
         lines = _cpu_budget(facts) + _decode_once(facts) + _on_the_device(facts)
         if facts.device.startswith("cuda"):
-            lines.append("- the host work between steps delays the next launch: move per-sample work into workers or "
-                         "onto the device;")  # fmt: skip
+            lines.append(
+                "- the host work between steps delays the next launch: move per-sample work into workers or "
+                "onto the device;"
+            )
     elif verdict == "COMPUTE-BOUND":
         lines = _step_speedups(facts) + (_cpu_budget(facts) if facts.num_workers else [])
     else:
-        lines = ["- rerun on a quieter machine, or with a larger budget_s (more steps per block), before changing the "
-                 "pipeline;"]  # fmt: skip
+        lines = [
+            "- rerun on a quieter machine, or with a larger budget_s (more steps per block), before changing the "
+            "pipeline;"
+        ]
     if other_cores is not None and other_cores >= 0.5:
-        lines.append(f"- other processes used {other_cores:.1f} of {facts.cpu_cores} cores meanwhile: rerun with them "
-                     "stopped to confirm.")  # fmt: skip
+        lines.append(
+            f"- other processes used {other_cores:.1f} of {facts.cpu_cores} cores meanwhile: rerun with them "
+            "stopped to confirm."
+        )
     return lines

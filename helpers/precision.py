@@ -26,8 +26,15 @@ from torch import nn
 
 from .step import TrainStep, cpu_has_native_bf16, native_precisions
 
-__all__ = ["PrecisionChoice", "choose_precision", "cpu_has_native_bf16", "fastest_precision", "interleaved_times",
-           "native_precisions", "ranges_overlap"]  # fmt: skip
+__all__ = [
+    "PrecisionChoice",
+    "choose_precision",
+    "cpu_has_native_bf16",
+    "fastest_precision",
+    "interleaved_times",
+    "native_precisions",
+    "ranges_overlap",
+]
 
 
 def _synchronize(device: torch.device) -> None:
@@ -36,9 +43,13 @@ def _synchronize(device: torch.device) -> None:
 
 
 def interleaved_times(
-    calls: Mapping[str, Callable[[], Any]], *, rounds: int, per_round: int = 1, warmup: int = 1,
+    calls: Mapping[str, Callable[[], Any]],
+    *,
+    rounds: int,
+    per_round: int = 1,
+    warmup: int = 1,
     device: torch.device | str = "cpu",
-) -> dict[str, list[float]]:  # fmt: skip
+) -> dict[str, list[float]]:
     """Milliseconds per call of each candidate, one value per round: in every round each candidate runs `per_round`
     calls in turn (A, B, A, B, ...), so a burst of load on the machine hits all of them alike. The device is
     synchronised before each clock start and after the last call of each turn."""
@@ -95,8 +106,10 @@ def choose_precision(
         return PrecisionChoice(best, medians, reason, spans, False, cost_s)
     pick = "fp32" if "fp32" in tied else best
     why = "as full precision is kept when nothing is clearly faster" if pick == "fp32" else "by the lower median"
-    reason = (f"{pick}: the ranges of {best} and {', '.join(tied)} overlap over {rounds} interleaved rounds, within "
-              f"the noise of this machine; {pick} is taken, {why} ({shown})")  # fmt: skip
+    reason = (
+        f"{pick}: the ranges of {best} and {', '.join(tied)} overlap over {rounds} interleaved rounds, within "
+        f"the noise of this machine; {pick} is taken, {why} ({shown})"
+    )
     return PrecisionChoice(pick, medians, reason, spans, True, cost_s)
 
 
@@ -123,8 +136,15 @@ def load_cached_choice(path: str | os.PathLike, key: str) -> PrecisionChoice | N
     try:
         entry = json.loads(Path(path).read_text(encoding="utf-8"))[key]
         ranges = {p: (float(low), float(high)) for p, (low, high) in entry["step_ms_range"].items()}
-        return PrecisionChoice(entry["precision"], dict(entry["step_ms"]), entry["reason"], ranges,
-                               bool(entry["within_noise"]), float(entry["cost_s"]), cached=True)  # fmt: skip
+        return PrecisionChoice(
+            entry["precision"],
+            dict(entry["step_ms"]),
+            entry["reason"],
+            ranges,
+            bool(entry["within_noise"]),
+            float(entry["cost_s"]),
+            cached=True,
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -155,8 +175,14 @@ def _trial_steps(
     steps = {}
     for precision in candidates:
         trial = copy.deepcopy(model).to(device)
-        steps[precision] = TrainStep(trial, torch.optim.SGD(trial.parameters(), lr=1e-6), loss_fn, device=device,
-                                     precision=precision, channels_last=channels_last)  # fmt: skip
+        steps[precision] = TrainStep(
+            trial,
+            torch.optim.SGD(trial.parameters(), lr=1e-6),
+            loss_fn,
+            device=device,
+            precision=precision,
+            channels_last=channels_last,
+        )
     try:
         yield steps
     finally:

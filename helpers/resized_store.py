@@ -71,8 +71,11 @@ def build_resized_store(
     samples = [(str(path), int(label)) for path, label in samples]
     if not samples:
         raise ValueError(f"{dest}: no images to store")
-    build_once(dest, lambda staging: _build(samples, short_side, list(classes), staging),
-               is_complete=_is_complete(short_side, len(samples)))  # type: ignore[arg-type]  # fmt: skip
+    build_once(
+        dest,
+        lambda staging: _build(samples, short_side, list(classes), staging),
+        is_complete=_is_complete(short_side, len(samples)),  # type: ignore[arg-type]
+    )
     return Path(dest)
 
 
@@ -117,9 +120,14 @@ class StoreCropDataset(Dataset):
     (jitter and normalisation are left to the batch on the device, as in jpeg_crop.ReducedCropDataset)."""
 
     def __init__(
-        self, store: ResizedStore, size: int = 224, *, scale: Sequence[float] = SCALE,
-        ratio: Sequence[float] = RATIO, flip: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        store: ResizedStore,
+        size: int = 224,
+        *,
+        scale: Sequence[float] = SCALE,
+        ratio: Sequence[float] = RATIO,
+        flip: bool = True,
+    ) -> None:
         self.store, self.size, self.scale, self.ratio, self.flip = store, size, scale, ratio, flip
 
     def __len__(self) -> int:
@@ -127,8 +135,9 @@ class StoreCropDataset(Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         pixels = self.store.image(index)
-        top, left, box_h, box_w = random_resized_crop_box(pixels.shape[1], pixels.shape[0], scale=self.scale,
-                                                          ratio=self.ratio)  # fmt: skip
+        top, left, box_h, box_w = random_resized_crop_box(
+            pixels.shape[1], pixels.shape[0], scale=self.scale, ratio=self.ratio
+        )
         crop = Image.fromarray(pixels[top : top + box_h, left : left + box_w])
         out = to_uint8_tensor(crop.resize((self.size, self.size), Image.Resampling.BILINEAR))
         if self.flip and torch.rand(()) < 0.5:

@@ -28,9 +28,13 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _KINDS = (
-    (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"),
-)  # fmt: skip
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
 
 
 class NotRegularFileError(OSError):
@@ -46,9 +50,11 @@ def describe_mode(mode: int) -> str:
 
 def _refuse(path: Path, what: str, role: str) -> NotRegularFileError:
     return NotRegularFileError(
-        errno.EINVAL, f"{path}: is {what}, not a regular file; {role} must be a plain file: remove or rename it "
-        "(or point to the real file)", str(path),
-    )  # fmt: skip
+        errno.EINVAL,
+        f"{path}: is {what}, not a regular file; {role} must be a plain file: remove or rename it "
+        "(or point to the real file)",
+        str(path),
+    )
 
 
 def _open_fd(path: Path, flags: int, role: str) -> int:
@@ -60,9 +66,11 @@ def _open_fd(path: Path, flags: int, role: str) -> int:
             raise _refuse(path, "a symbolic link (not followed: someone else may have planted it)", role) from error
         if error.errno == errno.EEXIST and flags & os.O_EXCL:
             raise NotRegularFileError(
-                errno.EEXIST, f"{path}: a scratch name already taken by {describe_mode(os.lstat(path).st_mode)}; "
-                f"{role} is always created new here, so something planted or left it: remove it", str(path),
-            ) from error  # fmt: skip
+                errno.EEXIST,
+                f"{path}: a scratch name already taken by {describe_mode(os.lstat(path).st_mode)}; "
+                f"{role} is always created new here, so something planted or left it: remove it",
+                str(path),
+            ) from error
         if error.errno in (errno.EISDIR, errno.ENXIO):  # a folder opened for writing; a FIFO with no reader
             kind = "a directory" if error.errno == errno.EISDIR else describe_mode(os.lstat(path).st_mode)
             raise _refuse(path, kind, role) from error
@@ -88,8 +96,13 @@ def open_regular(
     path = Path(path)
     writing = mode not in ("rb", "r")
     follow = not writing if follow is None else follow
-    flags = {"rb": os.O_RDONLY, "r": os.O_RDONLY, "wb": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-             "ab": os.O_WRONLY | os.O_CREAT | os.O_APPEND, "r+b": os.O_RDWR | os.O_CREAT}[mode]  # fmt: skip
+    flags = {
+        "rb": os.O_RDONLY,
+        "r": os.O_RDONLY,
+        "wb": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+        "ab": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+        "r+b": os.O_RDWR | os.O_CREAT,
+    }[mode]
     if exclusive:
         flags |= os.O_CREAT | os.O_EXCL
     if not follow:
@@ -131,9 +144,11 @@ def make_dirs(folder: str | os.PathLike) -> Path:
         if os.path.lexists(probe):
             what = describe_mode((os.stat if probe.exists() else os.lstat)(probe).st_mode)
             raise NotADirectoryError(
-                errno.ENOTDIR, f"{probe}: is {what}, not a folder, so {folder} cannot be created there; remove it "
-                "or choose another folder", str(probe),
-            )  # fmt: skip
+                errno.ENOTDIR,
+                f"{probe}: is {what}, not a folder, so {folder} cannot be created there; remove it "
+                "or choose another folder",
+                str(probe),
+            )
         missing.append(probe)
         if probe.parent == probe:
             break

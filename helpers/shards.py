@@ -93,8 +93,9 @@ def shard_dataset(
     `decode(sample)` (a dict: "__key__", the file's extension -> its bytes, "cls" -> the label as bytes). Give every
     worker at least one shard: a rank's shard count should be a multiple of its workers."""
     urls = [str(path) for path in rank_shards(shards, rank=rank, world_size=world_size, seed=seed, epoch=epoch)]
-    dataset = wds.WebDataset(urls, nodesplitter=None, workersplitter=wds.split_by_worker, shardshuffle=False,
-                             empty_check=False)  # fmt: skip
+    dataset = wds.WebDataset(
+        urls, nodesplitter=None, workersplitter=wds.split_by_worker, shardshuffle=False, empty_check=False
+    )
     if shuffle_buffer:
         # a seed per rank, epoch and worker: different buffers everywhere, the same ones when run again
         dataset = dataset.compose(_worker_shuffle(shuffle_buffer, seed * 1_000_003 + epoch * 1_009 + rank))

@@ -48,8 +48,14 @@ def compiler_status(device_type: str) -> tuple[bool, str]:
         return False, "no C++ compiler found (torch.compile on a CPU needs one: install g++ or clang)"
     with tempfile.TemporaryDirectory() as folder:
         try:
-            done = subprocess.run([compiler, "-x", "c++", "-", "-o", str(Path(folder) / "a.out")], text=True,
-                                  input="int main() { return 0; }\n", capture_output=True, timeout=60, check=False)  # fmt: skip
+            done = subprocess.run(
+                [compiler, "-x", "c++", "-", "-o", str(Path(folder) / "a.out")],
+                text=True,
+                input="int main() { return 0; }\n",
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired) as error:
             return False, f"the C++ compiler {compiler} does not run ({error})"
     if done.returncode:
@@ -86,9 +92,16 @@ class SpeedUps:
 
 
 def build_fast_step(
-    model: nn.Module, loss_fn: Callable, *, device: torch.device | str, precision: str = "fp32",
-    options: SpeedUps = SpeedUps(), optimizer: str = "sgd", lr: float = 0.01, **optimizer_options: Any,
-) -> tuple[TrainStep, list[str]]:  # fmt: skip
+    model: nn.Module,
+    loss_fn: Callable,
+    *,
+    device: torch.device | str,
+    precision: str = "fp32",
+    options: SpeedUps = SpeedUps(),
+    optimizer: str = "sgd",
+    lr: float = 0.01,
+    **optimizer_options: Any,
+) -> tuple[TrainStep, list[str]]:
     """A TrainStep for `model` with the speed-ups `options` asks for and this machine supports; returns it and one
     line per speed-up saying what was applied, or why it was skipped."""
     device = torch.device(device)
@@ -109,7 +122,8 @@ def build_fast_step(
         notes.append(note)
     else:
         opt = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[optimizer](
-            model.parameters(), lr=lr, foreach=False, **optimizer_options)  # fmt: skip
+            model.parameters(), lr=lr, foreach=False, **optimizer_options
+        )
     forward = model
     if options.compile:
         usable, why = compiler_status(device.type)
@@ -144,8 +158,11 @@ def speedup_variants(device: torch.device | str) -> dict[str, SpeedUps]:
     """The rows a lesson measures on `device`: the plain step, then one speed-up at a time, then compile modes."""
     device = torch.device(device)
     plain = SpeedUps(fused_optimizer=False, cudnn_benchmark=False, channels_last=False)
-    rows = {"plain step (foreach off)": plain, "fused/foreach optimizer": replace(plain, fused_optimizer=True),
-            "channels_last": replace(plain, channels_last=True)}  # fmt: skip
+    rows = {
+        "plain step (foreach off)": plain,
+        "fused/foreach optimizer": replace(plain, fused_optimizer=True),
+        "channels_last": replace(plain, channels_last=True),
+    }
     if device.type == "cuda":
         rows["cudnn.benchmark"] = replace(plain, cudnn_benchmark=True)
     rows["torch.compile"] = replace(plain, compile=True)
@@ -158,10 +175,18 @@ def speedup_variants(device: torch.device | str) -> dict[str, SpeedUps]:
 
 
 def measure_speedups(
-    build: Callable[[], nn.Module], example: tuple[torch.Tensor, torch.Tensor], loss_fn: Callable, *,
-    device: torch.device | str, precision: str = "fp32", variants: dict[str, SpeedUps] | None = None,
-    rounds: int = 5, per_round: int = 2, skip_compile: str | None = None, startup_calls: int = 5,
-) -> list[dict[str, Any]]:  # fmt: skip
+    build: Callable[[], nn.Module],
+    example: tuple[torch.Tensor, torch.Tensor],
+    loss_fn: Callable,
+    *,
+    device: torch.device | str,
+    precision: str = "fp32",
+    variants: dict[str, SpeedUps] | None = None,
+    rounds: int = 5,
+    per_round: int = 2,
+    skip_compile: str | None = None,
+    startup_calls: int = 5,
+) -> list[dict[str, Any]]:
     """Each variant's step on `example`, timed interleaved over `rounds` rounds after its first `startup_calls`
     calls, timed alone as its start-up (compilation, recompilation as optimizer state appears, autotuning: their time
     beyond as many normal steps); one row per variant with the median ms and its range, the
@@ -187,13 +212,19 @@ def measure_speedups(
         except Exception as error:  # noqa: BLE001 (a compiler that fails here, e.g. on a full disk, skips its row)
             if not options.compile:
                 raise
-            rows.append({"name": name, "skipped": f"torch.compile failed here ({type(error).__name__}: "
-                                                  f"{str(error).splitlines()[0][:120]})"})  # fmt: skip
+            rows.append(
+                {
+                    "name": name,
+                    "skipped": f"torch.compile failed here ({type(error).__name__}: "
+                    f"{str(error).splitlines()[0][:120]})",
+                }
+            )
             continue
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        rows.append({"name": name, "notes": notes, "first_call_s": time.perf_counter() - start,
-                     "startup_calls": startup_calls})  # fmt: skip
+        rows.append(
+            {"name": name, "notes": notes, "first_call_s": time.perf_counter() - start, "startup_calls": startup_calls}
+        )
         calls[name] = functools.partial(step, *example)
     times = interleaved_times(calls, rounds=rounds, per_round=per_round, warmup=1, device=device)
     return _with_payback(rows, times)

@@ -102,8 +102,10 @@ class TrainStep:
         check_finite_every: int = 1,
     ) -> None:
         if accumulation_steps < 1 or check_finite_every < 1:
-            raise ValueError(f"accumulation_steps ({accumulation_steps}) and check_finite_every "
-                             f"({check_finite_every}) must be at least 1")  # fmt: skip
+            raise ValueError(
+                f"accumulation_steps ({accumulation_steps}) and check_finite_every "
+                f"({check_finite_every}) must be at least 1"
+            )
         if scheduler_interval not in SCHEDULER_INTERVALS:
             raise ValueError(f"scheduler_interval must be one of {SCHEDULER_INTERVALS}, not {scheduler_interval!r}")
         self.device = torch.device(device)

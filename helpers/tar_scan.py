@@ -35,13 +35,22 @@ _META_TYPES = {b"L", b"K", b"x", b"g", b"X"}  # GNU long name/link, pax, pax glo
 _DATA_TYPES = {b"0", b"\0", b"7", b"S"}  # tarfile skips data after these (and after types it does not know)
 _KNOWN_TYPES = _DATA_TYPES | _META_TYPES | {b"1", b"2", b"3", b"4", b"5", b"6"}
 _MAGIC = (
-    (b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"PK\x03\x04", "zip"), (b"PK\x05\x06", "zip"),
-)  # fmt: skip
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"PK\x03\x04", "zip"),
+    (b"PK\x05\x06", "zip"),
+)
 _KIND_NAMES = {
-    "gzip": "a gzip-compressed file", "bzip2": "a bzip2-compressed file", "xz": "an xz-compressed file",
-    "zip": "a zip archive", "tar": "an uncompressed tar archive", "html": "an HTML page (an error or login page?)",
-    "empty": "an empty file", "unknown": "data of an unknown kind",
-}  # fmt: skip
+    "gzip": "a gzip-compressed file",
+    "bzip2": "a bzip2-compressed file",
+    "xz": "an xz-compressed file",
+    "zip": "a zip archive",
+    "tar": "an uncompressed tar archive",
+    "html": "an HTML page (an error or login page?)",
+    "empty": "an empty file",
+    "unknown": "data of an unknown kind",
+}
 
 
 class BadArchiveError(ValueError):

@@ -1,7 +1,8 @@
 """Seeing the wait: a per-step timeline of data-wait against compute, a torch.profiler trace with named ranges for
 fetch, copy and step, and on CUDA the GPU's utilisation sampled with NVML while a loop runs.
 
-Copy with: measure.py (synchronize, to_device) with loadmeter.py, memory.py and pipeline_result.py.
+Copy with: measure.py (synchronize, to_device, and _Restarting: a loader's batches epoch after epoch) with loadmeter.py,
+memory.py and pipeline_result.py.
 
 Needs: psutil, torch; optional: pynvml (pip install nvidia-ml-py: GPU utilisation).
 
@@ -16,27 +17,16 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from .measure import synchronize, to_device
+from .measure import _Restarting, synchronize, to_device
 
 TRACE_RANGES = ("fetch", "copy", "step")
-
-
-def _endless(loader: Iterable) -> Iterator[Any]:
-    """The loader's batches, epoch after epoch."""
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            raise ValueError("the loader gave no batch")
 
 
 def step_timeline(
@@ -45,7 +35,7 @@ def step_timeline(
     """Per step after `warmup`: when it started, seconds waiting for the batch (fetch and copy) and seconds of the
     step, each closed by a device synchronisation."""
     device = torch.device(device)
-    source = _endless(loader)
+    source = _Restarting(loader)
     rows: list[dict[str, float]] = []
     origin = None
     for index in range(warmup + steps):
@@ -66,9 +56,13 @@ def step_timeline(
 def timeline_summary(rows: list[dict[str, float]]) -> dict[str, float]:
     """The timeline's share of time spent waiting, its median wait and compute per step, and its worst wait."""
     wait, compute = sum(r["wait_s"] for r in rows), sum(r["compute_s"] for r in rows)
-    return {"wait_fraction": wait / (wait + compute), "median_wait_s": statistics.median(r["wait_s"] for r in rows),
-            "median_compute_s": statistics.median(r["compute_s"] for r in rows),
-            "max_wait_s": max(r["wait_s"] for r in rows), "steps": len(rows)}  # fmt: skip
+    return {
+        "wait_fraction": wait / (wait + compute),
+        "median_wait_s": statistics.median(r["wait_s"] for r in rows),
+        "median_compute_s": statistics.median(r["compute_s"] for r in rows),
+        "max_wait_s": max(r["wait_s"] for r in rows),
+        "steps": len(rows),
+    }
 
 
 def profile_steps(
@@ -86,7 +80,7 @@ def profile_steps(
     device = torch.device(device)
     # Kineto (the profiler's engine) logs every start and stop to stderr unless told otherwise; read when it starts.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-    source = _endless(loader)
+    source = _Restarting(loader)
     for _ in range(warmup):
         step(to_device(next(source), device))
     synchronize(device)

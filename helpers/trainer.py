@@ -95,9 +95,14 @@ def save_training_state(
 
 
 def restore(
-    folder: Path, *, model: nn.Module, step: TrainStep, scheduler: Any = None, loader: Any = None,
+    folder: Path,
+    *,
+    model: nn.Module,
+    step: TrainStep,
+    scheduler: Any = None,
+    loader: Any = None,
     run: dict[str, Any] | None = None,
-) -> tuple[TrainState, dict[str, Any]]:  # fmt: skip
+) -> tuple[TrainState, dict[str, Any]]:
     """Load `folder/last.pt` (or, with a warning, its newest complete fallback) into the model, optimizer,
     scheduler, step and the loader's generator; a checkpoint of another model, of another run configuration than
     `run`, or of an older or foreign format is a CheckpointError saying what differs.
@@ -118,10 +123,13 @@ def restore(
         generator.set_state(saved["loader_generator"])
     try:
         state = TrainState(
-            epoch=int(saved["epoch"]), batch_in_epoch=int(saved["batch_in_epoch"]), history=list(saved["history"]),
-            trained_seconds=float(saved["trained_seconds"]), loader_generator=saved.get("loader_generator"),
+            epoch=int(saved["epoch"]),
+            batch_in_epoch=int(saved["batch_in_epoch"]),
+            history=list(saved["history"]),
+            trained_seconds=float(saved["trained_seconds"]),
+            loader_generator=saved.get("loader_generator"),
             run=dict(saved["run"]),
-        )  # fmt: skip
+        )
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{used}: a checkpoint of another format ({error}); start without --resume") from error
     return state, saved["rng"]
@@ -209,9 +217,15 @@ def _write(folder: Path, state: TrainState, *, model: nn.Module, step: TrainStep
 
 
 def _close_epoch(
-    state: TrainState, step: TrainStep, losses: list[torch.Tensor], context: DistributedContext, *,
-    evaluate: Callable[[nn.Module], dict[str, float]] | None, model: nn.Module, bar: Any,
-) -> None:  # fmt: skip
+    state: TrainState,
+    step: TrainStep,
+    losses: list[torch.Tensor],
+    context: DistributedContext,
+    *,
+    evaluate: Callable[[nn.Module], dict[str, float]] | None,
+    model: nn.Module,
+    bar: Any,
+) -> None:
     """Record the finished epoch in the history (evaluated when `evaluate` is given) and move the state past it."""
     record = _epoch_record(state, step, losses, context)
     if evaluate is not None:
@@ -240,8 +254,13 @@ def run_config(loader: Any, step: TrainStep, context: DistributedContext, **extr
     """What a checkpoint must match to be resumed: batches per epoch, precision, accumulation, world size, plus
     `extra` (a recipe's name and sizes)."""
     batches = len(loader) if hasattr(loader, "__len__") else None
-    return {"batches_per_epoch": batches, "precision": step.precision, "accumulation_steps": step.accumulation_steps,
-            "world_size": context.world_size, **extra}  # fmt: skip
+    return {
+        "batches_per_epoch": batches,
+        "precision": step.precision,
+        "accumulation_steps": step.accumulation_steps,
+        "world_size": context.world_size,
+        **extra,
+    }
 
 
 def fit(
@@ -273,6 +292,7 @@ def fit(
     0 writes, losses and metrics are averaged over ranks, a DistributedSampler is told the epoch, and only
     `max_steps` ends a run early (ranks must stop together).
     """
+    # one piece: half of it is the signature and docstring; the body is the epoch loop and its save on Ctrl-C
     context = context or DistributedContext(device=step.device)
     time_limit_s = None if context.enabled else time_limit_s  # ranks timing themselves could stop apart: hang
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -284,12 +304,26 @@ def fit(
     if resume and folder is not None:  # (resume without a folder raised above)
         state, replay_rng = restore(folder, model=model, step=step, scheduler=scheduler, loader=loader, run=config)
     state.run = config
-    bar = tqdm(total=epochs * len(loader) if hasattr(loader, "__len__") else None, initial=step.micro_batches,
-               desc="train", unit="batch", disable=not (progress and context.is_main))  # fmt: skip
+    bar = tqdm(
+        total=epochs * len(loader) if hasattr(loader, "__len__") else None,
+        initial=step.micro_batches,
+        desc="train",
+        unit="batch",
+        disable=not (progress and context.is_main),
+    )
     try:
         while _more_to_train(state, step, epochs=epochs, max_steps=max_steps, time_limit_s=time_limit_s):
-            losses = train_one_epoch(model, loader, step, state, replay_rng=replay_rng, max_steps=max_steps,
-                                     time_limit_s=time_limit_s, after_step=after_step, bar=bar)  # fmt: skip
+            losses = train_one_epoch(
+                model,
+                loader,
+                step,
+                state,
+                replay_rng=replay_rng,
+                max_steps=max_steps,
+                time_limit_s=time_limit_s,
+                after_step=after_step,
+                bar=bar,
+            )
             replay_rng = None
             due = evaluate is not None and ((state.epoch + 1) % eval_every == 0 or state.epoch + 1 == epochs)
             _close_epoch(state, step, losses, context, evaluate=evaluate if due else None, model=model, bar=bar)

@@ -59,8 +59,9 @@ def sr_folder(tmp_path_factory):
 def test_step_one_the_lazy_dataset_is_the_scripts_dataset_exactly(sr_folder):
     paths = sorted(sr_folder.glob("*.png"))
     script = ScriptSRDataset(paths, CROP, SCALE)
-    ours = LazyCropSRDataset(paths, scale=SCALE, hr_crop=CROP, crop="center", channels="y",
-                             lr_resample="pil-bilinear", augment=False)  # fmt: skip
+    ours = LazyCropSRDataset(
+        paths, scale=SCALE, hr_crop=CROP, crop="center", channels="y", lr_resample="pil-bilinear", augment=False
+    )
     for index in range(len(paths)):
         for theirs, mine in zip(script[index], ours[index]):
             assert mine.shape == theirs.shape and torch.equal(mine, theirs), index
@@ -87,8 +88,9 @@ def test_step_two_the_cache_keeps_the_scripts_batches_channel_and_lr(sr_folder, 
     script = DataLoader(ScriptSRDataset(paths, CROP, SCALE), batch_size=BATCH, shuffle=True)
     cache = DecodedSRCache(paths, scale=SCALE)
     if loader_kind == "device":
-        loader = DeviceSRCropLoader(cache, batch_size=BATCH, hr_crop=CROP, channels="y", lr_resample="pil-bilinear",
-                                    augment=False, seed=0)  # fmt: skip
+        loader = DeviceSRCropLoader(
+            cache, batch_size=BATCH, hr_crop=CROP, channels="y", lr_resample="pil-bilinear", augment=False, seed=0
+        )
     else:
         loader = CachedCropLoader(cache, batch_size=BATCH, hr_crop=CROP, channels="y", augment=False, seed=0)
     print(loader)  # the diff prints what the loader does
@@ -100,9 +102,11 @@ def test_step_two_the_cache_keeps_the_scripts_batches_channel_and_lr(sr_folder, 
     assert lr.shape == (BATCH, 1, CROP // SCALE, CROP // SCALE) and hr.shape == (BATCH, 1, CROP, CROP)
     # every HR crop is a crop of the script's Y image, exactly ...
     whole = DecodedSRCache(paths[:1], scale=SCALE)
-    one = (DeviceSRCropLoader(whole, batch_size=3, hr_crop=CROP, channels="y", lr_resample="pil-bilinear",
-                              augment=False) if loader_kind == "device" else
-           CachedCropLoader(whole, batch_size=3, hr_crop=CROP, channels="y", augment=False))  # fmt: skip
+    one = (
+        DeviceSRCropLoader(whole, batch_size=3, hr_crop=CROP, channels="y", lr_resample="pil-bilinear", augment=False)
+        if loader_kind == "device"
+        else CachedCropLoader(whole, batch_size=3, hr_crop=CROP, channels="y", augment=False)
+    )
     lr, hr = next(iter(one))
     y = _script_y(paths[0])
     for crop in hr:
@@ -141,8 +145,12 @@ def _script_cifar(count: int, transform) -> CIFAR10:
 
 def _device_recipe() -> torch.nn.Sequential:
     """The diff's augment: the script's transforms as kornia batch transforms, a different draw per sample."""
-    return torch.nn.Sequential(ToUnitFloat(), K.RandomCrop((32, 32), padding=4), K.RandomHorizontalFlip(),
-                               K.Normalize(torch.tensor(MEAN), torch.tensor(STD)))  # fmt: skip
+    return torch.nn.Sequential(
+        ToUnitFloat(),
+        K.RandomCrop((32, 32), padding=4),
+        K.RandomHorizontalFlip(),
+        K.Normalize(torch.tensor(MEAN), torch.tensor(STD)),
+    )
 
 
 def test_cifar_from_dataset_gives_the_scripts_batches_and_tensors():

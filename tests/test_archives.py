@@ -144,8 +144,10 @@ def test_a_sparse_member_is_refused(tmp_path):
         f.truncate(1 << 30)  # 1 GiB of holes: a few KB once archived with --sparse
         f.write(b"data")
     archive = tmp_path / "sparse.tar"
-    made = subprocess.run(["tar", "--sparse", "--format=gnu", "-cf", str(archive), "-C", str(tmp_path / "src"),
-                           "holes.bin"], capture_output=True)  # fmt: skip
+    made = subprocess.run(
+        ["tar", "--sparse", "--format=gnu", "-cf", str(archive), "-C", str(tmp_path / "src"), "holes.bin"],
+        capture_output=True,
+    )
     if made.returncode or archive.stat().st_size > 100_000:
         pytest.skip("this tar cannot write a GNU sparse member")
     with pytest.raises(UnsafeArchiveError, match="holes.bin' is a sparse file"):
@@ -251,8 +253,9 @@ print(len(list(folder.glob("*.bin"))))
 
 def _python(code: str, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _tree(folder) -> dict[str, bytes]:

@@ -102,8 +102,12 @@ print(len(list(target.iterdir())))
 def test_processes_racing_build_once_build_exactly_once(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     args = [str(tmp_path / "data"), str(tmp_path / "log")]
-    processes = [subprocess.Popen([sys.executable, "-c", BUILDER, *args], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", BUILDER, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     for process in processes:
         out, err = process.communicate(timeout=60)
         assert process.returncode == 0 and out.strip() == "21", err[-2000:]
@@ -141,10 +145,14 @@ def test_reserve_file_writes_zeros_where_fallocate_is_not_supported(tmp_path, mo
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize(("make", "what"), [
-    (os.mkfifo, r"a FIFO \(named pipe\)"), (os.mkdir, "a directory"),
-    (lambda path: os.symlink("/etc/passwd", path), r"a symbolic link \(not followed.*\)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        (os.mkfifo, r"a FIFO \(named pipe\)"),
+        (os.mkdir, "a directory"),
+        (lambda path: os.symlink("/etc/passwd", path), r"a symbolic link \(not followed.*\)"),
+    ],
+)
 def test_a_lock_path_that_is_not_a_regular_file_is_named(tmp_path, make, what):
     make(tmp_path / "data.lock")
     with pytest.raises(NotRegularFileError, match=f"data.lock: is {what}, not a regular file; a lock file must be"):

@@ -14,7 +14,7 @@ from helpers.augment import (
     cifar_train_augment,
     normalize_only,
     torchvision_cifar_augment,
-)  # fmt: skip
+)
 
 
 def _batch(n: int = 64) -> torch.Tensor:
@@ -100,6 +100,8 @@ def test_the_crop_gather_flips_per_sample_when_asked():
     out = BatchRandomCrop(32, 4, "constant", flip_p=0.5)(image.repeat(200, 1, 1, 1))
     padded = F.pad(image[0], [4], fill=0)
     windows = [padded[:, y : y + 32, x : x + 32] for y in range(9) for x in range(9)]
-    flipped = [next(flip for w in windows for flip in (False, True) if torch.equal(crop, w.flip(-1) if flip else w))
-               for crop in out]  # fmt: skip
+    flipped = [
+        next(flip for w in windows for flip in (False, True) if torch.equal(crop, w.flip(-1) if flip else w))
+        for crop in out
+    ]
     assert 0.35 < sum(flipped) / len(flipped) < 0.65

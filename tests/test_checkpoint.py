@@ -26,8 +26,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _state(epoch: int) -> dict:
-    return {"model": {"w": torch.full((2,), float(epoch))}, "optimizer": {}, "step": {}, "epoch": epoch,
-            "batch_in_epoch": 0, "rng": {}, "history": [], "trained_seconds": 0.0, "run": {}}  # fmt: skip
+    return {
+        "model": {"w": torch.full((2,), float(epoch))},
+        "optimizer": {},
+        "step": {},
+        "epoch": epoch,
+        "batch_in_epoch": 0,
+        "rng": {},
+        "history": [],
+        "trained_seconds": 0.0,
+        "run": {},
+    }
 
 
 def _crash_between_the_renames(monkeypatch) -> None:
@@ -141,8 +150,10 @@ def test_a_checkpoint_missing_a_key_is_named(tmp_path, key):
 def test_torch_is_new_enough_for_weights_only_loading():
     # torch.load(weights_only=True) could be bypassed before 2.6 (CVE-2025-32434).
     text = (ROOT / "pyproject.toml").read_text()
-    floors = {name: tuple(int(x) for x in version.split("."))
-              for name, version in re.findall(r'"(torch|torchvision)>=([\d.]+)"', text)}  # fmt: skip
+    floors = {
+        name: tuple(int(x) for x in version.split("."))
+        for name, version in re.findall(r'"(torch|torchvision)>=([\d.]+)"', text)
+    }
     assert floors["torch"] >= (2, 6) and floors["torchvision"] >= (0, 21)
     assert tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 6)
 
@@ -150,8 +161,9 @@ def test_torch_is_new_enough_for_weights_only_loading():
 def _train_on(folder: Path, data: list, *, resume: bool = False, run: dict | None = None, precision: str = "fp32"):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
-    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cpu",
-                     precision=precision)  # fmt: skip
+    step = TrainStep(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cpu", precision=precision
+    )
     fit(model, data, step, epochs=2, checkpoint_dir=folder, resume=resume, progress=False, run=run)
     return step
 
@@ -160,22 +172,34 @@ def test_every_checkpoint_stores_the_run_configuration(tmp_path):
     data = [(torch.randn(8, 3), torch.randn(8, 1)) for _ in range(3)]
     _train_on(tmp_path, data, run={"recipe": "sr", "sizes": {"batch": 8}})
     assert load_checkpoint(tmp_path / "last.pt")["run"] == {
-        "batches_per_epoch": 3, "precision": "fp32", "accumulation_steps": 1, "world_size": 1, "recipe": "sr",
+        "batches_per_epoch": 3,
+        "precision": "fp32",
+        "accumulation_steps": 1,
+        "world_size": 1,
+        "recipe": "sr",
         "sizes": {"batch": 8},
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize(
     ("change", "named"),
-    [({"batches": 2}, "batches_per_epoch: saved 3, this run 2"), ({"precision": "bf16"}, "precision: saved 'fp32'"),
-     ({"run": {"recipe": "cifar"}}, "recipe: saved 'sr', this run 'cifar'")],
-)  # fmt: skip
+    [
+        ({"batches": 2}, "batches_per_epoch: saved 3, this run 2"),
+        ({"precision": "bf16"}, "precision: saved 'fp32'"),
+        ({"run": {"recipe": "cifar"}}, "recipe: saved 'sr', this run 'cifar'"),
+    ],
+)
 def test_resuming_another_run_configuration_names_both(tmp_path, change, named):
     data = [(torch.randn(8, 3), torch.randn(8, 1)) for _ in range(3)]
     _train_on(tmp_path, data, run={"recipe": "sr"})
     with pytest.raises(CheckpointError, match=re.escape(named)):
-        _train_on(tmp_path, data[: change.get("batches", 3)], resume=True, run=change.get("run", {"recipe": "sr"}),
-                  precision=change.get("precision", "fp32"))  # fmt: skip
+        _train_on(
+            tmp_path,
+            data[: change.get("batches", 3)],
+            resume=True,
+            run=change.get("run", {"recipe": "sr"}),
+            precision=change.get("precision", "fp32"),
+        )
 
 
 def test_a_mid_epoch_checkpoint_resumed_with_fewer_batches_is_a_checkpoint_error(tmp_path):

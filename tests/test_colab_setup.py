@@ -76,8 +76,10 @@ def test_setup_cell_uses_a_checkout_above_the_working_folder(tmp_path, course_re
     subprocess.run(["git", "clone", "-q", course_remote, str(checkout)], check=True)
     result = run_setup_cell(checkout / "helpers", tmp_path / "no-content", "file:///nowhere/feeding-the-gpu.git")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[:2] == [f"course setup: found the course at {checkout}",
-                                              f"STUB setup_course {checkout}"]  # fmt: skip
+    assert result.stdout.splitlines()[:2] == [
+        f"course setup: found the course at {checkout}",
+        f"STUB setup_course {checkout}",
+    ]
 
 
 def test_setup_cell_says_what_to_do_when_the_clone_fails(tmp_path):
@@ -108,11 +110,30 @@ class FakePip:
 @pytest.fixture
 def runtime(monkeypatch):
     """A Colab-like runtime: torch, numpy and friends installed, kornia and scikit-image missing."""
-    installed = {"torch": "2.8.0+cu126", "torchvision": "0.23.0+cu126", "numpy": "2.0.2", "pillow": "11.3.0",
-                 "matplotlib": "3.10.0", "tqdm": "4.67.1", "ipython": "7.34.0", "ipywidgets": "7.7.1",
-                 "ipykernel": "6.17.1", "google-colab": "1.0.0", "weird": "not a version"}  # fmt: skip
-    requirements = ["torch>=2.4", "torchvision>=0.19", "kornia>=0.7.3", "numpy>=1.24", "Pillow>=10.1",
-                    "scikit_image>=0.21", "tqdm>=4.66", "ipywidgets>=8.0", "ipython>=7.34"]  # fmt: skip
+    installed = {
+        "torch": "2.8.0+cu126",
+        "torchvision": "0.23.0+cu126",
+        "numpy": "2.0.2",
+        "pillow": "11.3.0",
+        "matplotlib": "3.10.0",
+        "tqdm": "4.67.1",
+        "ipython": "7.34.0",
+        "ipywidgets": "7.7.1",
+        "ipykernel": "6.17.1",
+        "google-colab": "1.0.0",
+        "weird": "not a version",
+    }
+    requirements = [
+        "torch>=2.4",
+        "torchvision>=0.19",
+        "kornia>=0.7.3",
+        "numpy>=1.24",
+        "Pillow>=10.1",
+        "scikit_image>=0.21",
+        "tqdm>=4.66",
+        "ipywidgets>=8.0",
+        "ipython>=7.34",
+    ]
     monkeypatch.setattr(colab_setup, "installed_versions", lambda: dict(installed))
     monkeypatch.setattr(colab_setup, "course_requirements", lambda distribution=colab_setup.DISTRIBUTION: requirements)
     return installed
@@ -180,10 +201,17 @@ def test_the_notebooks_requirements_are_the_base_list_and_the_course_extra(monke
         'pytest>=7.4; extra == "test"',
     ]
     monkeypatch.setattr(colab_setup.importlib.metadata, "requires", lambda name: requires)
-    assert colab_setup.extra_requirements("course") == ["kornia>=0.7.4", "matplotlib>=3.7",
-                                                        "ipython; python_version >= '3.10'"]  # fmt: skip
-    assert colab_setup.course_requirements() == ["torch>=2.4", "kornia>=0.7.4", "matplotlib>=3.7",
-                                                 "ipython; python_version >= '3.10'"]  # fmt: skip
+    assert colab_setup.extra_requirements("course") == [
+        "kornia>=0.7.4",
+        "matplotlib>=3.7",
+        "ipython; python_version >= '3.10'",
+    ]
+    assert colab_setup.course_requirements() == [
+        "torch>=2.4",
+        "kornia>=0.7.4",
+        "matplotlib>=3.7",
+        "ipython; python_version >= '3.10'",
+    ]
 
 
 def test_the_installed_course_asks_for_what_the_notebooks_import():

@@ -15,8 +15,12 @@ CLONE = Path("/content/feeding-the-gpu")
 def _executed(**changes) -> nbformat.NotebookNode:
     """An executed notebook as the simulation sees it: parameters, setup, a lesson cell, the injected check cell."""
     stream = nbformat.v4.new_output
-    cells = [nbformat.v4.new_code_cell('profile = "auto"'), nbformat.v4.new_code_cell("# setup"),
-             nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("import helpers")]  # fmt: skip
+    cells = [
+        nbformat.v4.new_code_cell('profile = "auto"'),
+        nbformat.v4.new_code_cell("# setup"),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("import helpers"),
+    ]
     for count, cell in enumerate(cells, start=1):
         cell.execution_count = count
     cells[1].outputs = [stream("stream", name="stdout", text="course setup: found the course at /content\n")]
@@ -39,8 +43,7 @@ def test_errors_unrun_cells_stray_values_pip_noise_and_a_foreign_helpers_fail():
     stray = nbformat.v4.new_output("execute_result", data={"text/plain": "False"}, execution_count=3)
     noise = nbformat.v4.new_output("stream", name="stdout", text="course setup: ok\nCollecting kornia\n")
     elsewhere = nbformat.v4.new_output("stream", name="stdout", text="HELPERS /work/helpers/__init__.py\n")
-    check = check_notebook("04", _executed(outputs={2: [error, stray], 1: [noise], 3: [elsewhere]}, not_run=[2]),
-                           CLONE)  # fmt: skip
+    check = check_notebook("04", _executed(outputs={2: [error, stray], 1: [noise], 3: [elsewhere]}, not_run=[2]), CLONE)
     assert not check.ok
     assert check.problems[0] == "code cell 2 did not run"
     assert "code cell 2: ValueError: broken" in check.problems

@@ -308,18 +308,38 @@ def all_cases() -> list[dict]:
     cases = []
     for number, (case_id, modules, names) in enumerate(what_to_copy_bullets()):
         package = f"bullet{number}"
-        cases.append({"id": f"notebook {case_id}", "package": package, "files": [f"{m}.py" for m in modules],
-                      "needs": sorted(needs_of(modules)), "code": import_code(package, modules, names)})  # fmt: skip
+        cases.append(
+            {
+                "id": f"notebook {case_id}",
+                "package": package,
+                "files": [f"{m}.py" for m in modules],
+                "needs": sorted(needs_of(modules)),
+                "code": import_code(package, modules, names),
+            }
+        )
     for number, (module, siblings) in enumerate(readme_rows()):
         package = f"row{number}"
-        cases.append({"id": f"README {module}.py", "package": package,
-                      "files": [f"{m}.py" for m in {module, *siblings}], "needs": sorted(needs_of([module])),
-                      "code": import_code(package, [module], [])})  # fmt: skip
+        cases.append(
+            {
+                "id": f"README {module}.py",
+                "package": package,
+                "files": [f"{m}.py" for m in {module, *siblings}],
+                "needs": sorted(needs_of([module])),
+                "code": import_code(package, [module], []),
+            }
+        )
     for module, code in sorted(EXAMPLES.items()):
         files = [f"{module}.py", *sorted(f"{name}.py" for name in declared_siblings(HELPERS / f"{module}.py") or ())]
         package = f"example_{module}"
-        cases.append({"id": f"example {module}", "package": package, "files": files,
-                      "needs": sorted(needs_of([module])), "code": code.replace("mine.", f"{package}.")})  # fmt: skip
+        cases.append(
+            {
+                "id": f"example {module}",
+                "package": package,
+                "files": files,
+                "needs": sorted(needs_of([module])),
+                "code": code.replace("mine.", f"{package}."),
+            }
+        )
     return cases
 
 
@@ -358,10 +378,14 @@ def test_the_isolation_refuses_a_package_no_docstring_lists(tmp_path):
     metadata.distribution("psutil")  # present where the tests run, so only the isolation can make the import fail
     planted = tmp_path / "planted.py"
     planted.write_text("import psutil\n")
-    results = run_isolated(tmp_path / "run", set(), [
-        {"id": "planted", "package": "mine", "files": [str(planted)], "code": "import mine.planted"},
-        {"id": "kornia", "package": "other", "files": [], "code": "import kornia"},
-    ])  # fmt: skip
+    results = run_isolated(
+        tmp_path / "run",
+        set(),
+        [
+            {"id": "planted", "package": "mine", "files": [str(planted)], "code": "import mine.planted"},
+            {"id": "kornia", "package": "other", "files": [], "code": "import kornia"},
+        ],
+    )
     assert "No module named 'psutil'" in results["planted"], results["planted"]
     assert "No module named 'kornia'" in results["kornia"], results["kornia"]
 

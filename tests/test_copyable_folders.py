@@ -72,6 +72,12 @@ def test_a_folder_piece_copies_with_the_files_its_docstring_names(module, tmp_pa
     data = tmp_path / "data"
     data.mkdir()
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and not (Path(p) / "helpers").is_dir()]
-    result = subprocess.run([sys.executable, str(script), str(data)], cwd=script.parent, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)}, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(script), str(data)],
+        cwd=script.parent,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+        timeout=120,
+    )
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]

@@ -24,8 +24,19 @@ except ModuleNotFoundError:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 # What a Colab runtime or another Jupyter already runs, and what the base install must never pull in.
-JUPYTER_SERVER = {"jupyterlab", "jupyter-server", "notebook", "nbconvert", "nbclient", "jupyterlab-server",
-                  "terminado", "jupyter-lsp", "ipykernel", "nbval", "pytest"}  # fmt: skip
+JUPYTER_SERVER = {
+    "jupyterlab",
+    "jupyter-server",
+    "notebook",
+    "nbconvert",
+    "nbclient",
+    "jupyterlab-server",
+    "terminado",
+    "jupyter-lsp",
+    "ipykernel",
+    "nbval",
+    "pytest",
+}
 OPTIONAL_IMPORTS = {"nvidia", "torchcodec", "ffcv", "pynvml", "cv2"}  # DALI, torchcodec, FFCV, NVML, OpenCV: used
 # where installed, never required
 
@@ -109,8 +120,15 @@ def test_the_layers_are_there():
     assert names(PROJECT["dependencies"]) == LIBRARY  # `pip install .`: the library and nothing of the course
     assert names(extras["library"]) == {"kornia", "tqdm", "webdataset"}
     assert names(extras["library"]) | COURSE_ONLY == names(extras["course"])
-    assert names(extras["jupyter"]) == {"jupyterlab", "ipykernel", "nbclient", "nbconvert", "nbformat", "mistune",
-                                        "opencv-python-headless"}  # fmt: skip
+    assert names(extras["jupyter"]) == {
+        "jupyterlab",
+        "ipykernel",
+        "nbclient",
+        "nbconvert",
+        "nbformat",
+        "mistune",
+        "opencv-python-headless",
+    }
     assert {"pytest", "nbval"} <= names(extras["test"]) and names(extras["browser"]) == {"playwright"}
 
 
@@ -143,8 +161,11 @@ def test_what_the_notebooks_and_helpers_import_is_in_the_course_extra():
         f"imported by helpers or a notebook, missing from the course extra: {sorted(needed - course)}"
     )
     runner_needs = distributions_of(third_party_imports([p.read_text(encoding="utf-8") for p in runner]))
-    jupyter = closure(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["course"]
-                      + PROJECT["optional-dependencies"]["jupyter"])  # fmt: skip
+    jupyter = closure(
+        PROJECT["dependencies"]
+        + PROJECT["optional-dependencies"]["course"]
+        + PROJECT["optional-dependencies"]["jupyter"]
+    )
     assert runner_needs <= jupyter, f"the course runner needs {sorted(runner_needs - jupyter)} beyond its extras"
 
 

@@ -20,7 +20,7 @@ from helpers.device_crop import (
     device_train_augment,
     pad_to_batch,
     random_resized_boxes,
-)  # fmt: skip
+)
 
 # Mean absolute difference allowed against torchvision's antialiased bilinear resized_crop, for images in [0, 1]:
 # roi_align averages a grid of bilinear samples, torchvision applies a triangle filter (and, enlarging a box,
@@ -60,8 +60,10 @@ def test_impossible_scales_fall_back_to_torchvisions_centre_crop():
 
 def test_each_box_is_cut_from_its_place_and_resized_like_torchvision():
     images = _smooth(6, 96, 128)
-    boxes = torch.tensor([[0, 0, 128, 96], [10, 20, 74, 84], [64, 0, 128, 48], [5, 7, 37, 93], [0, 48, 50, 96],
-                          [30, 30, 52, 50]], dtype=torch.float32)  # fmt: skip
+    boxes = torch.tensor(
+        [[0, 0, 128, 96], [10, 20, 74, 84], [64, 0, 128, 48], [5, 7, 37, 93], [0, 48, 50, 96], [30, 30, 52, 50]],
+        dtype=torch.float32,
+    )
     out = crop_boxes(images, boxes, 32)
     for image, box, got in zip(images, boxes.int().tolist(), out):
         left, top, right, bottom = box

@@ -27,8 +27,9 @@ STEPS, PER_RANK_BATCH, SAMPLES = 3, 4, 24
 
 def _model() -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
-                         nn.Linear(16, 10))  # fmt: skip
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(), nn.Linear(16, 10)
+    )
 
 
 def _data() -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,8 +44,16 @@ def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
     torch.manual_seed(rank_seed(0, rank))  # then per-rank augmentation draws
     images, labels = _data()
     index_labels = torch.arange(SAMPLES)  # labels that name the sample, to check the shards
-    loader = DeviceTensorLoader(images, index_labels, batch_size=PER_RANK_BATCH, augment=cifar_train_augment(), seed=7,
-                                rank=rank, world_size=world_size, drop_last=True)  # fmt: skip
+    loader = DeviceTensorLoader(
+        images,
+        index_labels,
+        batch_size=PER_RANK_BATCH,
+        augment=cifar_train_augment(),
+        seed=7,
+        rank=rank,
+        world_size=world_size,
+        drop_last=True,
+    )
     step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), device="cpu")
     record = {"indices": [], "inputs": [], "params": []}
     for number, (batch, index) in enumerate(loader):
@@ -105,8 +114,9 @@ ACCUMULATION, MICRO_BATCHES = 4, 7  # a full group of 4, then a short group of 3
 
 def _micro_batches(rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     generator = torch.Generator().manual_seed(100 + rank)  # each rank its own data
-    return [(torch.randn(3, 6, generator=generator), torch.randn(3, 2, generator=generator))
-            for _ in range(MICRO_BATCHES)]  # fmt: skip
+    return [
+        (torch.randn(3, 6, generator=generator), torch.randn(3, 2, generator=generator)) for _ in range(MICRO_BATCHES)
+    ]
 
 
 def _small_model() -> nn.Module:
@@ -126,13 +136,21 @@ def _accumulating_worker(rank: int, world_size: int, init_file: str, out_dir: st
         model = wrap_model(_small_model(), DistributedContext(rank, world_size, 0, torch.device("cpu")))
         counter = {"all_reduces": 0}
         model.register_comm_hook(counter, _counting_hook)
-        step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), nn.MSELoss(),
-                         device="cpu", accumulation_steps=ACCUMULATION)  # fmt: skip
+        step = TrainStep(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+            nn.MSELoss(),
+            device="cpu",
+            accumulation_steps=ACCUMULATION,
+        )
         for number, (inputs, targets) in enumerate(_micro_batches(rank)):
             step(inputs, targets, last=closing == "last" and number == MICRO_BATCHES - 1)
         step.end_epoch()
-        record[closing] = {"params": [p.detach().clone() for p in model.parameters()],
-                           "all_reduces": counter["all_reduces"], "optimizer_steps": step.optimizer_steps}  # fmt: skip
+        record[closing] = {
+            "params": [p.detach().clone() for p in model.parameters()],
+            "all_reduces": counter["all_reduces"],
+            "optimizer_steps": step.optimizer_steps,
+        }
     torch.save(record, Path(out_dir) / f"rank{rank}.pt")
     dist.destroy_process_group()
 
@@ -148,8 +166,13 @@ def test_accumulating_ranks_end_identical_and_equal_to_one_process(two_accumulat
     for a, b in zip(first["params"], second["params"]):
         torch.testing.assert_close(a, b, atol=0, rtol=0)
     model = _small_model()
-    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), nn.MSELoss(), device="cpu",
-                     accumulation_steps=ACCUMULATION)  # fmt: skip
+    step = TrainStep(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+        nn.MSELoss(),
+        device="cpu",
+        accumulation_steps=ACCUMULATION,
+    )
     for parts in zip(_micro_batches(0), _micro_batches(1)):
         step(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
     step.end_epoch()
@@ -166,8 +189,13 @@ def test_accumulating_ranks_all_reduce_once_per_optimizer_step(two_accumulating_
 
 def test_torchrun_trains_with_two_processes(tmp_path):
     # CPU and gloo even on a GPU machine: two ranks on one GPU would ask for a second device (tests/cuda has NCCL)
-    env = {**os.environ, "COURSE_DATA_DIR": str(tmp_path / "data"), "COURSE_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
+    env = {
+        **os.environ,
+        "COURSE_DATA_DIR": str(tmp_path / "data"),
+        "COURSE_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
     command = [
         sys.executable,
         "-m",

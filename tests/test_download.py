@@ -176,13 +176,23 @@ def test_prepare_bsds300_names_an_html_page_whose_digest_was_trusted(http_server
     # every later run failed in tarfile. The page is now refused as what it is, whatever digest is given.
     http_server.files["/BSDS300-images.tgz"] = HTML_PAGE
     with pytest.raises(BadArchiveError, match="HTML page"):
-        prepare_bsds300(tmp_path, offline=False, url=http_server.url("/BSDS300-images.tgz"), sha256=sha256(HTML_PAGE),
-                        progress=False)  # fmt: skip
+        prepare_bsds300(
+            tmp_path,
+            offline=False,
+            url=http_server.url("/BSDS300-images.tgz"),
+            sha256=sha256(HTML_PAGE),
+            progress=False,
+        )
     assert not (tmp_path / "BSDS300").exists() and not (tmp_path / "BSDS300-images.tgz").exists()
     (tmp_path / "BSDS300-images.tgz").write_bytes(HTML_PAGE)  # stored by an older version that trusted its digest
     with pytest.raises(BadArchiveError, match=r"BSDS300-images.tgz: is an HTML page.*delete it and run again"):
-        prepare_bsds300(tmp_path, offline=False, url=http_server.url("/BSDS300-images.tgz"), sha256=sha256(HTML_PAGE),
-                        progress=False)  # fmt: skip
+        prepare_bsds300(
+            tmp_path,
+            offline=False,
+            url=http_server.url("/BSDS300-images.tgz"),
+            sha256=sha256(HTML_PAGE),
+            progress=False,
+        )
 
 
 def test_prepare_bsds300_mismatch_with_an_html_page_does_not_offer_its_digest(http_server, tmp_path, monkeypatch):
@@ -212,8 +222,16 @@ def test_processes_downloading_the_same_file_all_succeed(http_server, tmp_path):
     http_server.files["/big.bin"] = big
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     args = [http_server.url("/big.bin"), str(tmp_path / "big.bin"), sha256(big)]
-    processes = [subprocess.Popen([sys.executable, "-c", DOWNLOADER, *args], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", DOWNLOADER, *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("ready-*"))) < len(processes) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -318,11 +336,14 @@ def _garbage_status(handler) -> None:
     handler.wfile.write(b"HELLO THERE\r\n\r\n")  # not an HTTP status line
 
 
-@pytest.mark.parametrize(("respond", "error", "match"), [
-    (_bad_length, BadResponseError, "Content-Length '12abc', not a byte count"),
-    (_cut_chunked, IncompleteDownloadError, "broke off after .*IncompleteRead"),
-    (_garbage_status, BadResponseError, "reply is malformed \\(BadStatusLine"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("respond", "error", "match"),
+    [
+        (_bad_length, BadResponseError, "Content-Length '12abc', not a byte count"),
+        (_cut_chunked, IncompleteDownloadError, "broke off after .*IncompleteRead"),
+        (_garbage_status, BadResponseError, "reply is malformed \\(BadStatusLine"),
+    ],
+)
 def test_malformed_and_cut_replies_are_download_errors(tmp_path, respond, error, match):
     with _serve(respond) as url, pytest.raises(error, match=match):
         download(url, tmp_path / "f", insecure=True, progress=False)
@@ -364,8 +385,12 @@ def test_a_process_waiting_for_another_download_says_so(http_server, tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     code = "import sys; from helpers.download import download; download(sys.argv[1], sys.argv[2], sha256=sys.argv[3])"
     with file_lock(dest):  # another process's download in progress
-        waiter = subprocess.Popen([sys.executable, "-c", code, http_server.url("/file.bin"), str(dest),
-                                   sha256(PAYLOAD)], env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        waiter = subprocess.Popen(
+            [sys.executable, "-c", code, http_server.url("/file.bin"), str(dest), sha256(PAYLOAD)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         lines = [waiter.stderr.readline()]
         while lines[-1] and "waiting for" not in lines[-1]:  # skip any warning an import printed first
             lines.append(waiter.stderr.readline())
@@ -396,8 +421,22 @@ def test_a_full_disk_is_named_as_such_not_as_a_broken_transfer(http_server, tmp_
     http_server.files["/big.bin"] = PAYLOAD * 3
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     script = f'{mount} && exec "$0" -c "$1" "$2" "$3"'
-    result = subprocess.run([unshare, "--mount", "sh", "-c", script, sys.executable, FULL_DISK_DOWNLOAD,
-                             http_server.url("/big.bin"), str(small / "big.bin")], env=env, capture_output=True,
-                            text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [
+            unshare,
+            "--mount",
+            "sh",
+            "-c",
+            script,
+            sys.executable,
+            FULL_DISK_DOWNLOAD,
+            http_server.url("/big.bin"),
+            str(small / "big.bin"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "DestinationWriteError:" in result.stdout, result.stdout + result.stderr[-2000:]
     assert "big.bin.part: cannot write the download (No space left on device)" in result.stdout

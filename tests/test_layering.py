@@ -66,8 +66,22 @@ def closure(name: str) -> set[str]:
 
 def test_the_library_and_the_course_exist():
     names = {p.stem for p in LIBRARY}
-    assert {"images", "download", "cifar", "sr_data", "sr_cache", "loading", "augment", "models", "metrics", "step",
-            "checkpoint", "trainer", "distributed", "measure"} <= names  # fmt: skip
+    assert {
+        "images",
+        "download",
+        "cifar",
+        "sr_data",
+        "sr_cache",
+        "loading",
+        "augment",
+        "models",
+        "metrics",
+        "step",
+        "checkpoint",
+        "trainer",
+        "distributed",
+        "measure",
+    } <= names
     assert {"profiles", "data", "standins", "baselines", "ladders", "recipes", "plots", "report"} <= {
         p.stem for p in COURSE
     }

@@ -50,7 +50,13 @@ def test_sweep_returns_one_row_per_setting(tmp_path):
 def test_the_grid_crosses_workers_with_intra_op_threads():
     grid = loader_settings_grid(workers=(0, 2), threads=(1, 2), prefetch=(2, 4))
     assert [(s["num_workers"], s["intra_op_threads"], s["prefetch_factor"]) for s in grid] == [
-        (0, 1, None), (0, 2, None), (2, 1, 2), (2, 1, 4), (2, 2, 2), (2, 2, 4)]  # fmt: skip
+        (0, 1, None),
+        (0, 2, None),
+        (2, 1, 2),
+        (2, 1, 4),
+        (2, 2, 2),
+        (2, 2, 4),
+    ]
 
 
 def test_the_sweep_feeds_the_step_with_each_thread_count_and_restores_it(tmp_path):
@@ -64,8 +70,15 @@ def test_the_sweep_feeds_the_step_with_each_thread_count_and_restores_it(tmp_pat
 
     grid = loader_settings_grid(workers=(0, 1), threads=(1, 2))
     turns = []
-    rows = sweep_loader_settings(dataset, grid, batch_size=2, batches=2, repeats=2, step=step,
-                                 progress=lambda order: turns.extend(order) or order)  # fmt: skip
+    rows = sweep_loader_settings(
+        dataset,
+        grid,
+        batch_size=2,
+        batches=2,
+        repeats=2,
+        step=step,
+        progress=lambda order: turns.extend(order) or order,
+    )
     assert torch.get_num_threads() == before and set(seen) == {1, 2}
     assert all(r["mode"] == "end to end" and len(r["runs"]) == 2 and r["compute_ms"] >= 0 for r in rows)
     assert turns == [0, 1, 2, 3, 1, 2, 3, 0]  # interleaved, the order rotated each repeat

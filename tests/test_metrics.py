@@ -102,8 +102,9 @@ def test_ssim_matches_scikit_image_where_the_luminance_term_decides():
     sr_t, hr_t = torch.from_numpy(sr / 255).float(), torch.from_numpy(hr / 255).float()
     y_sr = _y_by_formula(sr_t[0].permute(1, 2, 0).double().numpy())[2:-2, 2:-2]
     y_hr = _y_by_formula(hr_t[0].permute(1, 2, 0).double().numpy())[2:-2, 2:-2]
-    reference = structural_similarity(y_hr, y_sr, data_range=255, gaussian_weights=True, sigma=1.5,
-                                      use_sample_covariance=False)  # fmt: skip
+    reference = structural_similarity(
+        y_hr, y_sr, data_range=255, gaussian_weights=True, sigma=1.5, use_sample_covariance=False
+    )
     assert ssim_y(sr_t, hr_t, 2).item() == pytest.approx(reference, abs=1e-6)
 
 

@@ -54,3 +54,15 @@ def test_build_model_is_the_one_home_of_the_choice():
     with pytest.raises(ValueError, match="unknown model 'vgg'.*resnet18"):
         build_model("vgg")
     assert set(MODELS) >= {"espcn", "small_edsr", "resnet18", "small"}
+
+
+def test_the_imagenet_resnet18_keeps_torchvisions_stem():
+    from torchvision.models import resnet18
+
+    from helpers.models import build_model, describe_model
+
+    model = build_model("resnet18_imagenet", num_classes=10)
+    assert model.conv1.stride == (2, 2) and isinstance(model.maxpool, nn.MaxPool2d) and model.fc.out_features == 10
+    reference = resnet18(num_classes=10)
+    assert [p.shape for p in model.parameters()] == [p.shape for p in reference.parameters()]
+    assert describe_model("resnet18_imagenet") == "ResNet18 (torchvision, ImageNet stem)"

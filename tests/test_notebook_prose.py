@@ -94,9 +94,11 @@ def test_the_known_overclaims_are_caught(sentence):
 
 
 def test_mechanisms_pass():
-    for sentence in ("JPEG and PNG are stored as one stream, so the first pixel access decodes the whole image.",
-                     "bf16 has fp32's 8 exponent bits and needs no scaler.",
-                     "Each worker is a process that competes for the same cores as the training step."):  # fmt: skip
+    for sentence in (
+        "JPEG and PNG are stored as one stream, so the first pixel access decodes the whole image.",
+        "bf16 has fp32's 8 exponent bits and needs no scaler.",
+        "Each worker is a process that competes for the same cores as the training step.",
+    ):
         assert not outcome_phrases(sentence), sentence
 
 
@@ -121,8 +123,11 @@ def _displayed_value(cell_source: str) -> str | None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_no_stray_expression_values(path):
     notebook = nbformat.read(path, as_version=4)
-    strays = [f"cell {i}: {v}" for i, c in enumerate(notebook.cells)
-              if c.cell_type == "code" and (v := _displayed_value(c.source)) is not None]  # fmt: skip
+    strays = [
+        f"cell {i}: {v}"
+        for i, c in enumerate(notebook.cells)
+        if c.cell_type == "code" and (v := _displayed_value(c.source)) is not None
+    ]
     assert not strays, f"{path.name}: these cells display a stray value (assign it or end with print): {strays}"
 
 
@@ -135,6 +140,9 @@ def _only_imports(source: str) -> bool:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_cells_are_short(path):
     notebook = nbformat.read(path, as_version=4)
-    long = [f"cell {i}: {len(c.source.splitlines())} lines" for i, c in enumerate(notebook.cells)
-            if c.cell_type == "code" and len(c.source.splitlines()) > 25 and not _only_imports(c.source)]  # fmt: skip
+    long = [
+        f"cell {i}: {len(c.source.splitlines())} lines"
+        for i, c in enumerate(notebook.cells)
+        if c.cell_type == "code" and len(c.source.splitlines()) > 25 and not _only_imports(c.source)
+    ]
     assert not long, f"{path.name}: cells over 25 lines are hard to follow; split them: {long}"

@@ -16,8 +16,10 @@ MEAN, STD = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
 
 def _batches(count: int = 5) -> list[tuple[torch.Tensor, torch.Tensor]]:
     generator = torch.Generator().manual_seed(0)
-    return [(torch.randint(0, 256, (4, 3, 6, 6), dtype=torch.uint8, generator=generator), torch.arange(4) + 4 * i)
-            for i in range(count)]  # fmt: skip
+    return [
+        (torch.randint(0, 256, (4, 3, 6, 6), dtype=torch.uint8, generator=generator), torch.arange(4) + 4 * i)
+        for i in range(count)
+    ]
 
 
 def test_batches_equal_the_plain_conversion_in_order():

@@ -24,8 +24,14 @@ from helpers.trainer import CHECKPOINT_NAME, TrainState, restore, save_training_
 
 def _draws(generator: torch.Generator) -> tuple:
     """One draw from every stream a run reads; the Gaussian ones first use any value the library cached."""
-    drawn = (torch.rand(3).tolist(), np.random.randn(), np.random.rand(), random.gauss(0, 1), random.random(),
-             torch.rand(3, generator=generator).tolist())  # fmt: skip
+    drawn = (
+        torch.rand(3).tolist(),
+        np.random.randn(),
+        np.random.rand(),
+        random.gauss(0, 1),
+        random.random(),
+        torch.rand(3, generator=generator).tolist(),
+    )
     if torch.cuda.is_available():
         drawn += (torch.rand(3, device="cuda").tolist(),)
     return drawn

@@ -63,7 +63,8 @@ def test_fast_optimizers_train_like_the_plain_ones(kind):
     plain, fast = _net(), _net()
     options = {"momentum": 0.9} if kind == "sgd" else {}
     reference = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[kind](
-        plain.parameters(), lr=0.01, foreach=False, **options)  # fmt: skip
+        plain.parameters(), lr=0.01, foreach=False, **options
+    )
     optimizer, note = fast_optimizer(kind, fast.parameters(), device="cpu", lr=0.01, **options)
     assert optimizer.defaults.get("fused") or optimizer.defaults.get("foreach")
     assert note.startswith(kind)
@@ -79,8 +80,12 @@ def test_fast_optimizers_train_like_the_plain_ones(kind):
 
 
 def test_pay_back_is_given_only_when_the_whole_range_is_faster():
-    rows = [{"name": "plain", "first_call_s": 0.02}, {"name": "fast", "first_call_s": 2.0},
-            {"name": "noisy", "first_call_s": 1.0}, {"name": "compile", "skipped": "no compiler"}]  # fmt: skip
+    rows = [
+        {"name": "plain", "first_call_s": 0.02},
+        {"name": "fast", "first_call_s": 2.0},
+        {"name": "noisy", "first_call_s": 1.0},
+        {"name": "compile", "skipped": "no compiler"},
+    ]
     times = {"plain": [10.0, 11.0, 12.0], "fast": [5.0, 6.0, 7.0], "noisy": [8.0, 9.0, 10.5]}
     out = {r["name"]: r for r in speedups._with_payback(rows, times)}
     assert out["fast"]["faster"] and out["fast"]["step_ms_range"] == (5.0, 7.0)
@@ -90,8 +95,9 @@ def test_pay_back_is_given_only_when_the_whole_range_is_faster():
 
 
 def test_the_measured_rows_train_real_steps():
-    rows = measure_speedups(_net, _example(), nn.CrossEntropyLoss(), device="cpu", rounds=2, per_round=1,
-                            skip_compile="not in this test")  # fmt: skip
+    rows = measure_speedups(
+        _net, _example(), nn.CrossEntropyLoss(), device="cpu", rounds=2, per_round=1, skip_compile="not in this test"
+    )
     measured = [r for r in rows if "skipped" not in r]
     assert [r["name"] for r in measured] == ["plain step (foreach off)", "fused/foreach optimizer", "channels_last"]
     assert all(r["step_ms_range"][0] <= r["step_ms"] <= r["step_ms_range"][1] for r in measured)
@@ -113,8 +119,9 @@ def test_a_compile_that_fails_at_run_time_skips_its_row_and_the_others_are_measu
 
     monkeypatch.setattr(speedups.torch, "compile", broken_compile)
     variants = {"plain": speedups.SpeedUps(fused_optimizer=False), "compiled": speedups.SpeedUps(compile=True)}
-    rows = measure_speedups(_net, _example(), nn.CrossEntropyLoss(), device="cpu", variants=variants, rounds=2,
-                            per_round=1)  # fmt: skip
+    rows = measure_speedups(
+        _net, _example(), nn.CrossEntropyLoss(), device="cpu", variants=variants, rounds=2, per_round=1
+    )
     by_name = {r["name"]: r for r in rows}
     assert "step_ms" in by_name["plain"]
     assert by_name["compiled"]["skipped"].startswith("torch.compile failed here (RuntimeError: C++ compile error)")

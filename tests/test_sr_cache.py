@@ -203,8 +203,13 @@ def test_a_really_full_file_system_is_an_error_not_sigbus(photo_dir, tmp_path):
         pytest.skip("cannot mount a small tmpfs here (needs root and unshare)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     script = f'{mount} && exec "$0" -c "$1" "$2" "$3"'
-    result = subprocess.run([unshare, "--mount", "sh", "-c", script, sys.executable, FULL_DISK, str(photo_dir),
-                             str(small / "cache")], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [unshare, "--mount", "sh", "-c", script, sys.executable, FULL_DISK, str(photo_dir), str(small / "cache")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, f"the build died with {result.returncode}: {result.stderr[-2000:]}"
     assert "OSError:" in result.stdout and "hr.u8: cannot reserve" in result.stdout, result.stdout + result.stderr
 
@@ -235,8 +240,9 @@ print(int(cache.rebuilt), len(cache))
 
 def _spawn(*args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, "-c", BUILDER, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-c", BUILDER, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_concurrent_builders_with_one_killed_publish_one_whole_cache(tmp_path):
@@ -332,9 +338,15 @@ def test_processes_opening_two_image_sets_in_one_cache_dir_never_get_the_other_s
     for name, seed in (("a", 1), ("b", 2), ("a2", 1), ("b2", 2)):  # same pixels as a/b, in other folders
         folder = _small_set(tmp_path / name, seed)
         torch.save(DecodedSRCache(folder, scale=2).image(1)[1].clone(), tmp_path / f"{name}.pt")
-        processes.append(subprocess.Popen([sys.executable, "-c", OPENER, str(folder), str(tmp_path / "cache"),
-                                           str(tmp_path / f"{name}.pt")], env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))  # fmt: skip
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-c", OPENER, str(folder), str(tmp_path / "cache"), str(tmp_path / f"{name}.pt")],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for process in processes:
         out, err = process.communicate(timeout=300)
         assert process.returncode == 0 and out.strip() == "0", err[-2000:]

@@ -130,8 +130,10 @@ def test_rgb_to_luma_is_pils_ycbcr_y_exactly_and_in_unit_range_for_floats():
         rgb_to_luma(torch.zeros(1, 4, 4))
 
 
-@pytest.mark.parametrize(("resample", "filter_", "levels"), [("pil-bilinear", Image.Resampling.BILINEAR, 1),
-                                                            ("pil-bicubic", Image.Resampling.BICUBIC, 3)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("resample", "filter_", "levels"),
+    [("pil-bilinear", Image.Resampling.BILINEAR, 1), ("pil-bicubic", Image.Resampling.BICUBIC, 3)],
+)
 def test_make_lr_with_pils_filters_is_pils_resize(photo_dir, resample, filter_, levels):
     from helpers.sr_data import make_lr
 
@@ -141,8 +143,9 @@ def test_make_lr_with_pils_filters_is_pils_resize(photo_dir, resample, filter_, 
         pil = np.asarray(image.resize((120 // scale, 96 // scale), filter_)).astype(int)
         ours = make_lr(hr, scale, resample).permute(1, 2, 0).numpy().astype(int)
         assert ours.shape == pil.shape and np.abs(ours - pil).max() <= levels
-        assert torch.equal(make_lr(hr.float() / 255, scale, resample)[None], make_lr(hr[None].float() / 255, scale,
-                                                                                     resample))  # fmt: skip
+        assert torch.equal(
+            make_lr(hr.float() / 255, scale, resample)[None], make_lr(hr[None].float() / 255, scale, resample)
+        )
     assert torch.equal(make_lr(hr, 4), bicubic_downscale(hr, 4))  # the default: MATLAB's bicubic, as papers
     with pytest.raises(ValueError, match="lr_resample"):
         make_lr(hr, 4, "nearest")

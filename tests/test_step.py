@@ -214,8 +214,14 @@ def test_skipped_fp16_steps_leave_the_schedule_where_it_was(data):
     x, y = data
     model, optimizer = _model_and_optimizer()
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: 1.0 / (1 + n))
-    step = TrainStep(model, optimizer, lambda out, target: (out - target).pow(2).mean() * 1e4, device="cpu",
-                     precision="fp16", scheduler=scheduler)  # fmt: skip
+    step = TrainStep(
+        model,
+        optimizer,
+        lambda out, target: (out - target).pow(2).mean() * 1e4,
+        device="cpu",
+        precision="fp16",
+        scheduler=scheduler,
+    )
     for _ in range(20):
         step(x, y)
     assert step.skipped_steps >= 1 and step.optimizer_steps >= 1  # 65536 overflows first, then a lower scale works
@@ -261,8 +267,10 @@ def test_gan_step_trains_both_models_and_takes_the_discriminator_s_real_images_f
     generator, discriminator = pair()
     before = [_params(generator), _params(discriminator)]
     shared = gan_sr_step(generator, discriminator, device="cpu")((lr, hr))
-    assert all(not all(torch.equal(a, b) for a, b in zip(old, _params(m)))
-               for old, m in zip(before, (generator, discriminator)))  # fmt: skip
+    assert all(
+        not all(torch.equal(a, b) for a, b in zip(old, _params(m)))
+        for old, m in zip(before, (generator, discriminator))
+    )
     assert shared == gan_sr_step(*pair(), device="cpu")((lr, hr), real_hr=hr)  # the same real images: same losses
     other = gan_sr_step(*pair(), device="cpu")((lr, hr), real_hr=torch.zeros_like(hr))
     assert other["d_loss"] != shared["d_loss"]

@@ -114,8 +114,9 @@ def test_a_gzip_with_a_bad_crc_is_refused(tmp_path):
 
 
 def test_a_damaged_tar_xz_is_refused(tmp_path):
-    data = bytearray(lzma.compress(tar_bytes({f"top/{i}.bin": np.random.default_rng(i).bytes(20_000)
-                                              for i in range(6)}, mode="w")))  # fmt: skip
+    data = bytearray(
+        lzma.compress(tar_bytes({f"top/{i}.bin": np.random.default_rng(i).bytes(20_000) for i in range(6)}, mode="w"))
+    )
     data[len(data) // 2] ^= 0x55
     _refused(tmp_path, bytes(data), BadArchiveError, "truncated or damaged", "damaged.tar.xz")
 

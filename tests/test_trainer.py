@@ -22,12 +22,14 @@ def _setup(accumulation: int = 1):
     images = torch.randint(0, 256, (40, 3, 32, 32), dtype=torch.uint8)
     labels = torch.randint(0, 10, (40,))
     loader = DeviceTensorLoader(images, labels, batch_size=8, augment=cifar_train_augment(), seed=3)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(),
-                          nn.Linear(64, 10))  # fmt: skip
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(64, 10)
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     # 3 epochs of 5 micro-batches: groups of `accumulation`, a short last group flushed at each epoch's end
-    scheduler = make_scheduler(optimizer, kind="onecycle", total_steps=3 * math.ceil(5 / accumulation),
-                               peak_learning_rate=0.05)  # fmt: skip
+    scheduler = make_scheduler(
+        optimizer, kind="onecycle", total_steps=3 * math.ceil(5 / accumulation), peak_learning_rate=0.05
+    )
     return model, loader, optimizer, scheduler
 
 
@@ -38,10 +40,20 @@ def _run(tmp_path, accumulation=1, interrupt_at=None, resume=False, setup=None):
         if interrupt_at is not None and micro_batches == interrupt_at:
             raise KeyboardInterrupt
 
-    step = TrainStep(model, optimizer, nn.CrossEntropyLoss(), device="cpu", accumulation_steps=accumulation,
-                     scheduler=scheduler)  # fmt: skip
-    history = fit(model, loader, step, epochs=3, scheduler=scheduler, checkpoint_dir=tmp_path, resume=resume,
-                  after_step=after_step, progress=False)  # fmt: skip
+    step = TrainStep(
+        model, optimizer, nn.CrossEntropyLoss(), device="cpu", accumulation_steps=accumulation, scheduler=scheduler
+    )
+    history = fit(
+        model,
+        loader,
+        step,
+        epochs=3,
+        scheduler=scheduler,
+        checkpoint_dir=tmp_path,
+        resume=resume,
+        after_step=after_step,
+        progress=False,
+    )
     return model, history
 
 
@@ -100,8 +112,13 @@ def test_more_epochs_after_a_finished_run_continue_the_loader_stream(tmp_path):
         labels = torch.randint(0, 10, (40,))
         loader = DeviceTensorLoader(images, labels, batch_size=8, seed=3)
         model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
-        step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=1e-4), nn.CrossEntropyLoss(), device="cpu",
-                         batch_transform=lambda x: x.float() / 255)  # fmt: skip
+        step = TrainStep(
+            model,
+            torch.optim.SGD(model.parameters(), lr=1e-4),
+            nn.CrossEntropyLoss(),
+            device="cpu",
+            batch_transform=lambda x: x.float() / 255,
+        )
         fit(model, loader, step, epochs=epochs, checkpoint_dir=folder, resume=resume, progress=False)
         return model
 
@@ -123,8 +140,13 @@ def test_a_time_limit_ends_training_when_the_budget_is_spent(tmp_path):
         time.sleep(0.05)  # a step of at least 50 ms
         return nn.functional.cross_entropy(outputs, targets)
 
-    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=1e-3), slow_loss, device="cpu",
-                     batch_transform=lambda x: x.float() / 255)  # fmt: skip
+    step = TrainStep(
+        model,
+        torch.optim.SGD(model.parameters(), lr=1e-3),
+        slow_loss,
+        device="cpu",
+        batch_transform=lambda x: x.float() / 255,
+    )
     history = fit(model, loader, step, epochs=100, time_limit_s=0.3, progress=False)
     assert 1 <= step.micro_batches < 20 and len(history) == 1  # 100 epochs of 10 steps were asked for
     assert history[-1]["trained_seconds"] >= 0.3 and history[-1]["time_capped"]  # the record says the cap cut it

@@ -57,8 +57,10 @@ def test_a_constraints_file_without_a_python_line_is_named(tmp_path):
 
 
 def test_the_runner_reads_pytests_last_summary_line():
-    log = ("=== 3 passed in 1.0s ===\nnoise\n"
-           "========== 1 failed, 640 passed, 36 skipped, 2 warnings in 812.34s (0:13:32) ==========\n")  # fmt: skip
+    log = (
+        "=== 3 passed in 1.0s ===\nnoise\n"
+        "========== 1 failed, 640 passed, 36 skipped, 2 warnings in 812.34s (0:13:32) ==========\n"
+    )
     assert versions._SUMMARY.findall(log)[-1] == "1 failed, 640 passed, 36 skipped, 2 warnings"
 
 
@@ -80,8 +82,11 @@ def _report(item, when="call"):
 
 
 def test_a_notebook_cell_showing_a_deprecation_warning_fails():
-    warned = {"output_type": "stream", "name": "stderr",
-              "text": "x.py:3: FutureWarning: `torch.cuda.amp.custom_fwd(args...)` is deprecated.\n  fwd()\n"}  # fmt: skip
+    warned = {
+        "output_type": "stream",
+        "name": "stderr",
+        "text": "x.py:3: FutureWarning: `torch.cuda.amp.custom_fwd(args...)` is deprecated.\n  fwd()\n",
+    }
     clean = {"output_type": "stream", "name": "stdout", "text": "the lesson's numbers\n"}
     failed = _report(SimpleNamespace(test_outputs=[clean, warned]))
     assert failed.outcome == "failed" and "FutureWarning: `torch.cuda.amp.custom_fwd" in failed.longrepr

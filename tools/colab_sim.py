@@ -41,8 +41,16 @@ COLAB_CONSTRAINTS = REPO_ROOT / "constraints" / "colab-2026-08.txt"
 COLAB_PYTHON = stack_python_version(COLAB_CONSTRAINTS)
 COLAB_RUNTIME = [f"{name}=={version}" for name, version in pins(COLAB_CONSTRAINTS).items()]
 NOTEBOOKS = ["00_setup_and_data.ipynb", "04_gpu_augmentation.ipynb"]
-JUPYTER_SERVER = {"jupyterlab", "jupyter-server", "notebook", "nbconvert", "nbclient", "jupyterlab-server",
-                  "terminado", "jupyter-lsp"}  # fmt: skip
+JUPYTER_SERVER = {
+    "jupyterlab",
+    "jupyter-server",
+    "notebook",
+    "nbconvert",
+    "nbclient",
+    "jupyterlab-server",
+    "terminado",
+    "jupyter-lsp",
+}
 CHECK_CELL = "import helpers, sys\nprint('HELPERS', helpers.__file__)\nprint('KORNIA', 'kornia' in sys.modules)"
 
 
@@ -70,18 +78,42 @@ def make_runtime(folder: Path) -> Path:
     """A fresh virtual environment of Colab's Python holding only COLAB_RUNTIME; return its python."""
     interpreter = find_python(COLAB_PYTHON)
     if interpreter is None:
-        raise RuntimeError(f"Colab runs Python {COLAB_PYTHON} and there is none here: install it (pyenv install "
-                           f"{COLAB_PYTHON}) or set PYTHON_{COLAB_PYTHON.replace('.', '_')} to one")  # fmt: skip
+        raise RuntimeError(
+            f"Colab runs Python {COLAB_PYTHON} and there is none here: install it (pyenv install "
+            f"{COLAB_PYTHON}) or set PYTHON_{COLAB_PYTHON.replace('.', '_')} to one"
+        )
     _run([interpreter, "-m", "venv", str(folder)])
     python = folder / "bin" / "python"
     # Colab's torch is the CUDA build, about 5 GB with its libraries: keep the wheels once, outside the throw-away
     # venv, so a second run downloads nothing (pip only checks the index) and installs from this folder.
     wheels = Path(os.environ.get("COURSE_COLAB_WHEELS", Path.home() / ".cache" / "feeding-the-gpu" / "colab-wheels"))
     wheels.mkdir(parents=True, exist_ok=True)
-    _run([str(python), "-m", "pip", "download", "--disable-pip-version-check", "--quiet", "-d", str(wheels),
-          *COLAB_RUNTIME])  # fmt: skip
-    _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--find-links", str(wheels),
-          *COLAB_RUNTIME])  # fmt: skip
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "download",
+            "--disable-pip-version-check",
+            "--quiet",
+            "-d",
+            str(wheels),
+            *COLAB_RUNTIME,
+        ]
+    )
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+            "--find-links",
+            str(wheels),
+            *COLAB_RUNTIME,
+        ]
+    )
     return python
 
 
@@ -105,13 +137,15 @@ def publish_checkout(folder: Path) -> str:
 def kernel_environment(python: Path, content: Path, url: str) -> dict[str, str]:
     """The kernels' environment: nothing of this checkout's Python, the smoke profile, offline data."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_", "PYTHON", "VIRTUAL_ENV", "JUPYTER"))}
-    env.update({
-        "PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}",
-        "COURSE_PROFILE": "smoke",
-        "COURSE_OFFLINE": "1",
-        "COURSE_COLAB_ROOT": str(content),
-        "COURSE_REPOSITORY_URL": url,
-    })  # fmt: skip
+    env.update(
+        {
+            "PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}",
+            "COURSE_PROFILE": "smoke",
+            "COURSE_OFFLINE": "1",
+            "COURSE_COLAB_ROOT": str(content),
+            "COURSE_REPOSITORY_URL": url,
+        }
+    )
     return env
 
 
@@ -177,8 +211,7 @@ def simulate(work: Path, *, notebooks: list[str], timeout: int) -> list[Check]:
     print(f"colab simulation in {work}", flush=True)
     python = make_runtime(work / "runtime")
     version = _run([str(python), "-c", "import platform; print(platform.python_version())"]).stdout.strip()
-    print(f"  runtime: Python {version}, {', '.join(COLAB_RUNTIME)} in {time.perf_counter() - start:.0f} s",
-          flush=True)  # fmt: skip
+    print(f"  runtime: Python {version}, {', '.join(COLAB_RUNTIME)} in {time.perf_counter() - start:.0f} s", flush=True)
     url = publish_checkout(work / "remote")
     content = work / "content"
     content.mkdir()
@@ -187,13 +220,19 @@ def simulate(work: Path, *, notebooks: list[str], timeout: int) -> list[Check]:
     checks = []
     for name in notebooks:
         began = time.perf_counter()
-        executed = run_notebook(REPO_ROOT / "notebooks" / name, python=python, content=content, env=env,
-                                timeout=timeout)  # fmt: skip
+        executed = run_notebook(
+            REPO_ROOT / "notebooks" / name, python=python, content=content, env=env, timeout=timeout
+        )
         nbformat.write(executed, work / f"executed-{name}")
-        setup = "".join(o.get("text", "") for o in [c for c in executed.cells if c.cell_type == "code"][1].outputs
-                        if o.output_type == "stream")  # fmt: skip
-        print(f"  {name}: {time.perf_counter() - began:.0f} s" + "".join(f"\n    {line}" for line in setup.splitlines()),
-              flush=True)  # fmt: skip
+        setup = "".join(
+            o.get("text", "")
+            for o in [c for c in executed.cells if c.cell_type == "code"][1].outputs
+            if o.output_type == "stream"
+        )
+        print(
+            f"  {name}: {time.perf_counter() - began:.0f} s" + "".join(f"\n    {line}" for line in setup.splitlines()),
+            flush=True,
+        )
         checks.append(check_notebook(name, executed, content / "feeding-the-gpu"))
         for index, cell in enumerate(c for c in executed.cells if c.cell_type == "code"):
             for output in cell.outputs:  # not a failure, but a pink box in Colab: say so

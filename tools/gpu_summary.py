@@ -92,8 +92,14 @@ def notebook_rows(junit: dict[str, Any]) -> list[dict[str, Any]]:
     for source, totals in sorted(junit["by_file"].items()):
         found = re.search(r"([^./\\]+\.ipynb)$", source)  # nbval's class name: notebooks.00_setup.ipynb
         name = found.group(1) if found else source
-        rows.append({"notebook": name, "cells": totals["cells"], "failed_cells": totals["failed"],
-                     "seconds": round(totals["seconds"], 1)})  # fmt: skip
+        rows.append(
+            {
+                "notebook": name,
+                "cells": totals["cells"],
+                "failed_cells": totals["failed"],
+                "seconds": round(totals["seconds"], 1),
+            }
+        )
     return rows
 
 
@@ -131,18 +137,30 @@ def machine() -> dict[str, Any]:
     import torch  # the summary still reads its inputs on a machine where torch is broken: import it here
 
     info: dict[str, Any] = {
-        "gpu": None, "driver": None, "gpu_memory_gib": None, "cuda_capability": None, "gpu_count": 0,
-        "torch": torch.__version__, "cuda": torch.version.cuda,
+        "gpu": None,
+        "driver": None,
+        "gpu_memory_gib": None,
+        "cuda_capability": None,
+        "gpu_count": 0,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "torchvision": _version("torchvision"), "kornia": _version("kornia"), "nbval": _version("nbval"),
-        "python": platform.python_version(), "platform": platform.platform(terse=True),
+        "torchvision": _version("torchvision"),
+        "kornia": _version("kornia"),
+        "nbval": _version("nbval"),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
         "cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-    }  # fmt: skip
+    }
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1), gpu_count=torch.cuda.device_count(),
-                    cuda_capability=f"{props.major}.{props.minor}")  # fmt: skip
+        info.update(
+            gpu=props.name,
+            gpu_memory_gib=round(props.total_memory / 2**30, 1),
+            gpu_count=torch.cuda.device_count(),
+            cuda_capability=f"{props.major}.{props.minor}",
+        )
         smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
         info["driver"] = smi.splitlines()[0].strip() if smi else None
     return info
@@ -212,8 +230,9 @@ def collect(work: Path, *, dry_run: bool, wall_seconds: int | None, host: dict[s
 
 def verdict(steps: list[dict[str, Any]]) -> str:
     """'passed' when every required step passed, no step failed and no optional step timed out into a failure."""
-    bad = [s["name"] for s in steps if s["status"] == "failed"
-           or (s["status"] == "timed-out" and s["mode"] == "required")]  # fmt: skip
+    bad = [
+        s["name"] for s in steps if s["status"] == "failed" or (s["status"] == "timed-out" and s["mode"] == "required")
+    ]
     return "passed" if not bad else f"failed: {', '.join(bad)}"
 
 
@@ -238,20 +257,42 @@ def _alone(rung: dict[str, Any]) -> Any:
 
 def load_line(summary: dict[str, Any]) -> str:
     """What the load meter saw during each benchmark: other processes' CPU, and whether that made it busy."""
-    parts = [f"{name}: other processes used up to {load['other_cores_max']:.1f} of {load['cores']} cores"
-             + (" (busy: its numbers include that load)" if load["busy"] else "")
-             for name, load in (summary.get("load") or {}).items() if load]  # fmt: skip
+    parts = [
+        f"{name}: other processes used up to {load['other_cores_max']:.1f} of {load['cores']} cores"
+        + (" (busy: its numbers include that load)" if load["busy"] else "")
+        for name, load in (summary.get("load") or {}).items()
+        if load
+    ]
     return "; ".join(parts) or "not recorded"
 
 
 def bench_table(payload: dict[str, Any]) -> str:
     """A loader ladder's rungs as a markdown table, peak GPU memory included."""
-    rows = [[r["name"], _number(_alone(r)), _number(r.get("loader_vs_first", r.get("speedup_vs_first")), 1),
-             _number(r["fed_samples_per_s"]), _number(r["pipeline_efficiency"], 2), _number(r["data_wait_ms"], 1),
-             _number(r["compute_ms"], 1), _number(r.get("peak_device_mib")), _number(r.get("peak_rss_mib"))]
-            for r in payload["rungs"]]  # fmt: skip
-    header = ["rung", "loader samples/s", "× first", "fed samples/s", "efficiency", "data-wait ms", "compute ms",
-              "peak GPU MiB", "peak RSS MiB"]  # fmt: skip
+    rows = [
+        [
+            r["name"],
+            _number(_alone(r)),
+            _number(r.get("loader_vs_first", r.get("speedup_vs_first")), 1),
+            _number(r["fed_samples_per_s"]),
+            _number(r["pipeline_efficiency"], 2),
+            _number(r["data_wait_ms"], 1),
+            _number(r["compute_ms"], 1),
+            _number(r.get("peak_device_mib")),
+            _number(r.get("peak_rss_mib")),
+        ]
+        for r in payload["rungs"]
+    ]
+    header = [
+        "rung",
+        "loader samples/s",
+        "× first",
+        "fed samples/s",
+        "efficiency",
+        "data-wait ms",
+        "compute ms",
+        "peak GPU MiB",
+        "peak RSS MiB",
+    ]
     return _table(header, rows)
 
 
@@ -274,10 +315,22 @@ def markdown(summary: dict[str, Any]) -> str:
         f"- **Profile**: {summary.get('profile')}; **device**: {summary.get('device')}; **load**: {load_line(summary)}",
     ]
     if summary["dry_run"]:
-        lines.append("- **Dry run**: CUDA was absent, so the CUDA tests were skipped and the benchmarks and the "
-                     "training ran in the smoke profile: **no number below is a GPU measurement**.")  # fmt: skip
-    lines += ["", "## Steps", "", _table(["step", "status", "seconds", "limit s", "mode", "what"],
-              [[s["name"], s["status"], s["seconds"], s["limit_seconds"], s["mode"], s["note"]] for s in summary["steps"]])]  # fmt: skip
+        lines.append(
+            "- **Dry run**: CUDA was absent, so the CUDA tests were skipped and the benchmarks and the "
+            "training ran in the smoke profile: **no number below is a GPU measurement**."
+        )
+    lines += [
+        "",
+        "## Steps",
+        "",
+        _table(
+            ["step", "status", "seconds", "limit s", "mode", "what"],
+            [
+                [s["name"], s["status"], s["seconds"], s["limit_seconds"], s["mode"], s["note"]]
+                for s in summary["steps"]
+            ],
+        ),
+    ]
     if summary["tests"]:
         rows = [[name, t["passed"], t["failed"], t["errors"], t["skipped"]] for name, t in summary["tests"].items()]
         lines += ["", "## Tests", "", _table(["run", "passed", "failed", "errors", "skipped"], rows), ""]
@@ -296,14 +349,25 @@ def markdown(summary: dict[str, Any]) -> str:
     for name, payload in summary["benches"].items():
         label = payload.get("label", name)
         smoke = " (smoke run: not a measurement)" if payload.get("profile") == "smoke" else ""
-        lines += ["", f"## Benchmark `{name}`, profile {payload.get('profile')}{smoke}", "", label, "",
-                  f"Data: {payload.get('data', '?')}", "", bench_table(payload)]  # fmt: skip
+        lines += [
+            "",
+            f"## Benchmark `{name}`, profile {payload.get('profile')}{smoke}",
+            "",
+            label,
+            "",
+            f"Data: {payload.get('data', '?')}",
+            "",
+            bench_table(payload),
+        ]
     training = summary["training"]
     lines += ["", "## CIFAR-10 training run (ResNet18), time-boxed", ""]
     lines += [f"    {line}" for line in training["log"]] + [""]
     if training["history"]:
-        keys = [k for k in ("epoch", "train_loss", "top1", "trained_seconds", "optimizer_steps", "skipped_steps")
-                if k in training["history"][0]]  # fmt: skip
+        keys = [
+            k
+            for k in ("epoch", "train_loss", "top1", "trained_seconds", "optimizer_steps", "skipped_steps")
+            if k in training["history"][0]
+        ]
         rows = [[_number(r.get(k), 1 if k == "trained_seconds" else 4) for k in keys] for r in training["history"]]
         lines += [f"{training['epochs_finished']} epoch(s) finished.", "", _table(keys, rows)]
     else:
@@ -341,18 +405,29 @@ def readme_table(path: Path) -> str:
     rows = []
     for name, payload in summary["benches"].items():
         for rung in payload["rungs"]:
-            rows.append([f"{name} ladder: {rung['name']}", f"{_number(_alone(rung))} samples/s alone, "
-                         f"{_number(rung['fed_samples_per_s'])} fed (efficiency {_number(rung['pipeline_efficiency'], 2)}), "
-                         f"peak GPU {_number(rung.get('peak_device_mib'))} MiB"])  # fmt: skip
+            rows.append(
+                [
+                    f"{name} ladder: {rung['name']}",
+                    f"{_number(_alone(rung))} samples/s alone, "
+                    f"{_number(rung['fed_samples_per_s'])} fed (efficiency {_number(rung['pipeline_efficiency'], 2)}), "
+                    f"peak GPU {_number(rung.get('peak_device_mib'))} MiB",
+                ]
+            )
     history = summary["training"]["history"]
     if history:
         last = history[-1]
-        rows.append(["ResNet18 on the CIFAR-10 stand-in, full profile, time-boxed to 3 min",
-                     f"{summary['training']['epochs_finished']} epochs in {_number(last.get('trained_seconds'))} s, "
-                     f"top-1 {_number(100 * last['top1'], 1) if 'top1' in last else '—'}% on the stand-in"])  # fmt: skip
-    caption = (f"From `tools/gpu_check.sh` on {host['gpu']} (driver {host['driver']}, torch {host['torch']}, "
-               f"{host['cpu_cores']} CPU cores), commit {str(summary['commit'])[:12]}, {summary['date'][:10]}, offline "
-               f"stand-ins, so none of these is a BSD100 or CIFAR-10 result. File: `{path.as_posix()}`.")  # fmt: skip
+        rows.append(
+            [
+                "ResNet18 on the CIFAR-10 stand-in, full profile, time-boxed to 3 min",
+                f"{summary['training']['epochs_finished']} epochs in {_number(last.get('trained_seconds'))} s, "
+                f"top-1 {_number(100 * last['top1'], 1) if 'top1' in last else '—'}% on the stand-in",
+            ]
+        )
+    caption = (
+        f"From `tools/gpu_check.sh` on {host['gpu']} (driver {host['driver']}, torch {host['torch']}, "
+        f"{host['cpu_cores']} CPU cores), commit {str(summary['commit'])[:12]}, {summary['date'][:10]}, offline "
+        f"stand-ins, so none of these is a BSD100 or CIFAR-10 result. File: `{path.as_posix()}`."
+    )
     return caption + "\n\n" + _table(["what (GPU)", "measured"], rows) + "\n"
 
 

@@ -40,8 +40,16 @@ def prepare(work: Path, modules: list[str] | None, tests: list[str] | None) -> N
     """Copy the working tree's files (tracked and untracked, not ignored) to `work` and narrow its [tool.mutmut]."""
     if work.exists():
         shutil.rmtree(work)
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
-                            check=True, capture_output=True).stdout.decode().split("\0")  # fmt: skip
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = ROOT / name
         if source.is_file():
@@ -52,19 +60,29 @@ def prepare(work: Path, modules: list[str] | None, tests: list[str] | None) -> N
         only = _toml_list([f"helpers/{m.removesuffix('.py')}.py" for m in modules])
         text = re.sub(r"(?m)^only_mutate = .*$", f"only_mutate = {only}", text)
     if tests:
-        text = re.sub(r"(?m)^pytest_add_cli_args_test_selection = .*$",
-                      f"pytest_add_cli_args_test_selection = {_toml_list(tests)}", text)  # fmt: skip
+        text = re.sub(
+            r"(?m)^pytest_add_cli_args_test_selection = .*$",
+            f"pytest_add_cli_args_test_selection = {_toml_list(tests)}",
+            text,
+        )
     (work / "pyproject.toml").write_text(text)
 
 
 def run_mutmut(work: Path, time_limit_s: float, max_children: int) -> tuple[float, bool]:
     """`mutmut run` in `work`, stopped after `time_limit_s`; returns (seconds taken, whether it was cut off)."""
-    env = {**os.environ, "COURSE_PROFILE": "smoke", "COURSE_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "COURSE_DATA_DIR": str(work / "data"), "PYTHONPATH": ""}  # fmt: skip
+    env = {
+        **os.environ,
+        "COURSE_PROFILE": "smoke",
+        "COURSE_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "COURSE_DATA_DIR": str(work / "data"),
+        "PYTHONPATH": "",
+    }
     mutmut = Path(sys.executable).with_name("mutmut")
     started = time.perf_counter()
-    process = subprocess.Popen([str(mutmut), "run", "--max-children", str(max_children)], cwd=work, env=env,
-                               start_new_session=True)  # fmt: skip
+    process = subprocess.Popen(
+        [str(mutmut), "run", "--max-children", str(max_children)], cwd=work, env=env, start_new_session=True
+    )
     try:
         process.wait(timeout=time_limit_s)
         cut = False
@@ -85,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", nargs="*", help="library modules to mutate, e.g. metrics resize (default: all)")
     parser.add_argument("--tests", nargs="*", help="test files to run (default: [tool.mutmut]'s selection)")
-    parser.add_argument("--time-limit", type=float, default=float(os.environ.get("MUTATE_TIME_LIMIT", 3 * 3600)),
-                        help="seconds; the run stops there and reports what it finished")  # fmt: skip
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=float(os.environ.get("MUTATE_TIME_LIMIT", 3 * 3600)),
+        help="seconds; the run stops there and reports what it finished",
+    )
     parser.add_argument("--max-children", type=int, default=int(os.environ.get("MUTATE_CHILDREN", os.cpu_count() or 1)))
     parser.add_argument("--work", type=Path, default=ROOT / "reports" / "mutation-work")
     parser.add_argument("--report", type=Path, default=ROOT / "reports" / "mutation.md")

@@ -57,8 +57,10 @@ def find_python(version: str) -> str | None:
     if explicit:
         return explicit
     root = os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv"))
-    candidates = sorted(glob.glob(f"{root}/versions/{version}.*/bin/python"),
-                        key=lambda p: [int(x) for x in re.findall(r"\d+", Path(p).parents[1].name)])  # fmt: skip
+    candidates = sorted(
+        glob.glob(f"{root}/versions/{version}.*/bin/python"),
+        key=lambda p: [int(x) for x in re.findall(r"\d+", Path(p).parents[1].name)],
+    )
     if candidates:
         return candidates[-1]
     on_path = shutil.which(f"python{version}")
@@ -87,9 +89,11 @@ def install(python: str, venv: Path, constraints: Path, log: Path) -> str | None
 
 def versions_line(venv: Path) -> str:
     """`Python 3.13.0, torch 2.11.0, ...` as the venv has them."""
-    code = ("import sys, importlib.metadata as m\nnames = sys.argv[1:]\nout = ['Python ' + sys.version.split()[0]]\n"
-            "for n in names:\n    try: out.append(f'{n} {m.version(n)}')\n    except m.PackageNotFoundError: pass\n"
-            "print(', '.join(out))")  # fmt: skip
+    code = (
+        "import sys, importlib.metadata as m\nnames = sys.argv[1:]\nout = ['Python ' + sys.version.split()[0]]\n"
+        "for n in names:\n    try: out.append(f'{n} {m.version(n)}')\n    except m.PackageNotFoundError: pass\n"
+        "print(', '.join(out))"
+    )
     result = subprocess.run(
         [str(venv / "bin" / "python"), "-c", code, *SHOWN], capture_output=True, text=True, check=False
     )
@@ -98,8 +102,10 @@ def versions_line(venv: Path) -> str:
 
 def pin_problems(venv: Path, constraints: Path) -> list[str]:
     """Pinned distributions whose installed version differs from the pin (pip must have kept every one)."""
-    code = ("import sys, importlib.metadata as m\nfor n in sys.argv[1:]:\n"
-            "    try: print(n, m.version(n))\n    except m.PackageNotFoundError: print(n, 'missing')")  # fmt: skip
+    code = (
+        "import sys, importlib.metadata as m\nfor n in sys.argv[1:]:\n"
+        "    try: print(n, m.version(n))\n    except m.PackageNotFoundError: print(n, 'missing')"
+    )
     wanted = pins(constraints)
     result = subprocess.run(
         [str(venv / "bin" / "python"), "-c", code, *wanted], capture_output=True, text=True, check=False
@@ -113,9 +119,22 @@ def run_tests(venv: Path, log: Path, extra: list[str]) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "COURSE_"))}
     env.update({"COURSE_PROFILE": "smoke", "COURSE_OFFLINE": "1", "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}"})
     basetemp = venv.parent / f"{venv.name}-tmp"  # its own: pytest runs sharing /tmp/pytest-of-USER delete each other's
-    command = [str(venv / "bin" / "python"), "-m", "pytest", "tests", "notebooks", "--nbval-lax", "--nbval-current-env",
-               "--nbval-cell-timeout=600", "-p", "no:cacheprovider", "-p", "tools.nb_warnings", f"--basetemp={basetemp}",
-               *extra]  # fmt: skip
+    command = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pytest",
+        "tests",
+        "notebooks",
+        "--nbval-lax",
+        "--nbval-current-env",
+        "--nbval-cell-timeout=600",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "tools.nb_warnings",
+        f"--basetemp={basetemp}",
+        *extra,
+    ]
     status = _run(command, log, cwd=REPO, env=env)
     summaries = _SUMMARY.findall(log.read_text(encoding="utf-8", errors="replace"))
     return status, (summaries[-1] if summaries else f"pytest exit status {status}, no summary (see {log})")
@@ -147,8 +166,7 @@ def check_stack(name: str, venvs: Path, extra: list[str], *, reuse: bool = False
     status, summary = run_tests(venv, log, extra)
     tested_s = time.perf_counter() - start - installed_s
     built = "venv reused" if kept else f"install {installed_s / 60:.1f} min"
-    line = (f"versions {name} ({versions_line(venv)}): {summary}; {built}, "
-            f"tests {tested_s / 60:.1f} min (log: {log})")  # fmt: skip
+    line = f"versions {name} ({versions_line(venv)}): {summary}; {built}, tests {tested_s / 60:.1f} min (log: {log})"
     return status == 0, line
 
 

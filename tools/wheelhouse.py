@@ -65,11 +65,18 @@ class Package:
 def target_environment(python_version: str) -> dict[str, str]:
     """PEP 508 marker values for CPython `python_version` on Linux x86-64 (the GPU machine)."""
     return {
-        "python_version": python_version, "python_full_version": f"{python_version}.0", "os_name": "posix",
-        "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
-        "platform_python_implementation": "CPython", "implementation_name": "cpython",
-        "implementation_version": f"{python_version}.0", "platform_release": "", "platform_version": "",
-    }  # fmt: skip
+        "python_version": python_version,
+        "python_full_version": f"{python_version}.0",
+        "os_name": "posix",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "platform_python_implementation": "CPython",
+        "implementation_name": "cpython",
+        "implementation_version": f"{python_version}.0",
+        "platform_release": "",
+        "platform_version": "",
+    }
 
 
 def needs(pyproject: Path = REPO / "pyproject.toml") -> list[Requirement]:
@@ -77,8 +84,9 @@ def needs(pyproject: Path = REPO / "pyproject.toml") -> list[Requirement]:
     extras, plus the notebook-kernel packages from whichever list holds them, less what the check does not use."""
     project = tomllib.loads(pyproject.read_text())["project"]
     extras = project.get("optional-dependencies", {})
-    wanted = [Requirement(r) for r in [*project.get("dependencies", []), *extras.get("course", []),
-                                       *extras.get("test", [])]]  # fmt: skip
+    wanted = [
+        Requirement(r) for r in [*project.get("dependencies", []), *extras.get("course", []), *extras.get("test", [])]
+    ]
     wanted += [r for group in extras.values() for r in map(Requirement, group) if canonicalize_name(r.name) in KERNEL]
     chosen: dict[str, Requirement] = {}
     for requirement in wanted:
@@ -183,8 +191,13 @@ def wheelhouse_lookup(packages: list[Package]) -> Callable[[str, SpecifierSet], 
 def missing(folder: Path, python_version: str) -> list[str]:
     """Requirements (one line per project, specifiers joined) that the wheels in `folder` need and it lacks."""
     absent: list[Requirement] = []
-    resolve(roots(), wheelhouse_lookup(read_wheelhouse(folder)), environment=target_environment(python_version),
-            skip=BASELINE, absent=absent)  # fmt: skip
+    resolve(
+        roots(),
+        wheelhouse_lookup(read_wheelhouse(folder)),
+        environment=target_environment(python_version),
+        skip=BASELINE,
+        absent=absent,
+    )
     needed: dict[str, SpecifierSet] = {}
     for requirement in absent:
         name = canonicalize_name(requirement.name)
@@ -200,8 +213,9 @@ def check(folder: Path, python_version: str, limit_mib: float = LIMIT_MIB) -> tu
     problems += [
         f"{name}: {names.count(name)} versions; keep one" for name in sorted(set(names)) if names.count(name) > 1
     ]
-    _, unmet = resolve(roots(), wheelhouse_lookup(packages), environment=target_environment(python_version),
-                       skip=BASELINE)  # fmt: skip
+    _, unmet = resolve(
+        roots(), wheelhouse_lookup(packages), environment=target_environment(python_version), skip=BASELINE
+    )
     problems += unmet
     size_mib = sum(p.wheel.stat().st_size for p in packages if p.wheel) / 2**20
     if size_mib > limit_mib:

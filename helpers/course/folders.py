@@ -15,7 +15,6 @@ from typing import Any
 import kornia.augmentation as K
 import numpy as np
 import torch
-import torchvision
 from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -28,7 +27,7 @@ from ..device_crop import IMAGENET_MEAN, IMAGENET_STD, ToChannelsLast, decode_jp
 from ..jpeg_crop import ReducedCropDataset, decode_crop, jpeg_reduction, random_resized_crop_box
 from ..loading import loader_generator, make_loader, seed_worker
 from ..measure import to_device
-from ..models import SmallConvNet
+from ..models import build_model, describe_model
 from ..resized_store import ResizedStore, StoreCropDataset
 from ..shards import sample_label, shard_dataset
 from .data import data_root
@@ -38,7 +37,7 @@ from .standins import CIFAR_STANDIN_CLASSES, skimage_photo
 from .verdicts import _rate, _span, efficiency_text, ratio_with_range
 
 FOLDER_MARKER = "STANDIN.txt"
-SAMPLES = 10**6  # an epoch long enough that no measurement restarts the workers
+SAMPLES = Profile.endless  # an epoch long enough that no measurement restarts the workers (the profile says why)
 
 
 # --- the stand-in folder ---------------------------------------------------------------------------------------------
@@ -155,13 +154,20 @@ def shard_crop(size: int) -> Callable[[dict], tuple[torch.Tensor, int]]:
     return decode
 
 
+# 07's profile's model name -> build_model's name and sizes: its "resnet18" is torchvision's, with the ImageNet stem
+CLASSIFIERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "resnet18": ("resnet18_imagenet", {}),
+    "small": ("small", {"width": 16}),
+}
+
+
 def classifier(name: str) -> Callable[[], nn.Module]:
     """The model every rung feeds: torchvision's ResNet18 (ImageNet stem, for 224 px) or a small CNN (smoke runs)."""
-    if name == "resnet18":
-        return lambda: torchvision.models.resnet18(num_classes=len(CIFAR_STANDIN_CLASSES)).to(
-            memory_format=torch.channels_last
-        )
-    return lambda: SmallConvNet(width=16)
+    model, sizes = CLASSIFIERS[name]
+    classes = len(CIFAR_STANDIN_CLASSES)
+    # the 224-px ResNet18 in channels_last, the layout the rungs feed it
+    memory_format = torch.channels_last if model == "resnet18_imagenet" else torch.contiguous_format
+    return lambda: build_model(model, num_classes=classes, **sizes).to(memory_format=memory_format)
 
 
 # --- the ladder ------------------------------------------------------------------------------------------------------
@@ -241,7 +247,7 @@ def measure_folder_ladder(
     rungs = folder_ladder(folder, store, shards, device=device, size=size, batch=batch, workers=workers,
                           model=classifier(model_name))  # fmt: skip
     rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
-    described = "ResNet18 (torchvision, ImageNet stem)" if model_name == "resnet18" else "small CNN (width 16)"
+    described = describe_model(CLASSIFIERS[model_name][0], **CLASSIFIERS[model_name][1])
     return LadderRun(rows, timing, f"JPEG folder ladder, {size}-px crops, batch {batch}, {described} step", [])
 
 

@@ -332,8 +332,8 @@ def sr_ladder(
 
     def cached():  # uint8 all the way to the device; the step makes it float there
         cache = DecodedSRCache(paths, scale=scale)
-        return CachedCropLoader(cache, batch_size=batch_size, hr_crop=hr_crop, batches_per_epoch=10**6, seed=seed,
-                                device=device, as_float=False)  # fmt: skip
+        return CachedCropLoader(cache, batch_size=batch_size, hr_crop=hr_crop, batches_per_epoch=Profile.endless,
+                                seed=seed, device=device, as_float=False)  # fmt: skip
 
     def upscaled_input_model():
         return ESPCN(scale=1)  # the same network on pre-upscaled inputs: 16x the pixels at x4
@@ -412,7 +412,7 @@ def cifar_ladder(
     make_augment = augment or cifar_train_augment
     what = "your kornia batch augmentation" if augment else "kornia batch augmentation (crop, flip, jitter, grayscale)"
     pin = device.type == "cuda"
-    samples = 10**6  # an epoch long enough that no measurement restarts the workers
+    samples = Profile.endless  # an epoch long enough that no measurement restarts the workers
     seed_workers = min(4, cpu_budget(max(1, workers), usable_cpu_count())[0])  # the post's 4, within the CPU budget
 
     def seed_post():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -51,6 +52,7 @@ class FolderLesson:
     batch: int
     model: str  # "resnet18" (torchvision's, ImageNet stem) or "small" (a CNN, smoke runs)
     per_shard: int  # samples per WebDataset shard
+    max_workers: int = 4  # DataLoader workers at most, within the usable cores (0: the main process loads)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,18 @@ class Profile:
     cifar: CifarTraining  # 06 and `python -m helpers.train cifar`
     doctor_budget_s: float = 8.0  # 01: seconds of timed blocks per run of the doctor on the notebook's own loop
     sweep_max_workers: int = 32  # 02: the most DataLoader workers the workers x threads sweep tries
+    wait_compute_steps: int = 8  # 01: steps of the written-out loop that splits data wait from compute
+    precision_rounds: int = 5  # 03: interleaved rounds of the fp32 / bf16 / fp16 training comparison
+    conv_rounds: int = 7  # 03: interleaved rounds of the channels_last comparison
+    conv_per_round: int = 3  # 03: ... and the steps timed in each
+    speedup_rounds: int = 5  # 03: interleaved rounds of the step-side speed-ups
+    speedup_per_round: int = 3  # 03: ... and the steps timed in each
+    compile_skip: str | None = None  # 03: why the step-side speed-ups leave torch.compile out (None: it is timed)
+    pair_batches: int = 10  # 04: batches timed per turn of the two SR loaders (after 2 warm-up batches)
+    straggler_batches: int = 40  # 04: batches per round of the DataLoader with one slow worker
+    decode_images: int = 20  # 08: JPEGs each decoder decodes
+    decode_repeats: int = 3  # 08: repeats of the decoder comparison
+    endless: ClassVar[int] = 10**6  # batches or samples in an "epoch" no measurement reaches: workers never restart
 
     @property
     def is_smoke(self) -> bool:
@@ -113,7 +127,10 @@ PROFILES: dict[str, Profile] = {
         sr=SRTraining(features=8, blocks=1, hr_crop=32, batch=4, batches_per_epoch=2, learning_rate=2e-3,
                       budget_s=None, steps=4),
         cifar=CifarTraining(images=256, batch=64, learning_rate=0.1, model="small", budget_s=None, steps=4),
-        doctor_budget_s=0.3, sweep_max_workers=1,
+        doctor_budget_s=0.3, sweep_max_workers=1, wait_compute_steps=2, precision_rounds=3, conv_rounds=3,
+        conv_per_round=1, speedup_rounds=3, speedup_per_round=1,
+        compile_skip="skipped in the smoke profile: compiling takes longer than the whole smoke run",
+        pair_batches=3, straggler_batches=6, decode_images=4, decode_repeats=1,
     ),
     "cpu": Profile(
         "cpu", "a few minutes per notebook on a laptop CPU", notebook_limit_s=900, gallery_images=8,
@@ -138,7 +155,7 @@ PROFILES: dict[str, Profile] = {
 
 FOLDER_LESSONS: dict[str, FolderLesson] = {
     "smoke": FolderLesson(images_per_class=3, image_size=(120, 90), crop=48, store_short_side=56, batch=6,
-                          model="small", per_shard=5),
+                          model="small", per_shard=5, max_workers=0),
     "cpu": FolderLesson(images_per_class=100, image_size=(500, 375), crop=224, store_short_side=256, batch=16,
                         model="resnet18", per_shard=100),
     "full": FolderLesson(images_per_class=100, image_size=(500, 375), crop=224, store_short_side=256, batch=64,

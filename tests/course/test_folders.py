@@ -96,3 +96,12 @@ def test_png_copies_hold_the_same_pixels_and_are_written_once(tmp_path):
     assert all(same_pixels(p, c) for p, c in zip(paths, copies))
     stamp = (tmp_path / "png" / MARKER).stat().st_mtime_ns
     assert png_copies(paths, tmp_path / "png") == copies and (tmp_path / "png" / MARKER).stat().st_mtime_ns == stamp
+
+
+def test_classifier_builds_07s_models_from_the_registry():
+    from helpers.course.folders import classifier
+
+    resnet = classifier("resnet18")()
+    assert resnet.conv1.stride == (2, 2) and resnet.fc.out_features == 10  # ImageNet stem, the 10 stand-in classes
+    assert resnet.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    assert classifier("small")().features[0].out_channels == 16
