@@ -51,6 +51,12 @@ class TrainState:
     resume_point: tuple[int, int, dict[str, Any]] | None = None
     run: dict[str, Any] = field(default_factory=dict)  # the run's configuration, stored in every checkpoint
     time_capped: bool = False  # the time limit ended training before its planned steps
+    # this epoch's loss sum and count from before a resume (saved at the resume point), so its train_loss averages
+    # every batch of the epoch, as an uninterrupted run's does; and the current pass's losses, still on the device
+    loss_sum: float = 0.0
+    loss_count: int = 0
+    pass_losses: list[torch.Tensor] = field(default_factory=list)
+    pass_start: int = 0  # batch_in_epoch when the current pass over the loader began
 
 
 def make_scheduler(
@@ -76,6 +82,8 @@ def save_training_state(
 ) -> Path:
     """Write `folder/last.pt` atomically: model, optimizer, scheduler, step counters, RNGs and `state`."""
     point = state.resume_point
+    done = min(max(state.batch_in_epoch - state.pass_start, 0), len(state.pass_losses))  # this pass's, up to here
+    partial = float(torch.stack(state.pass_losses[:done]).float().sum()) if done else 0.0  # read only when saving
     return save_checkpoint(
         {
             "model": unwrap_model(model).state_dict(),
@@ -88,6 +96,7 @@ def save_training_state(
             "rng": point[2] if point is not None and point[0] == state.batch_in_epoch else rng_states(),
             "history": state.history,
             "trained_seconds": state.trained_seconds,
+            "epoch_loss": [state.loss_sum + partial, state.loss_count + done],
             "run": state.run,
         },
         folder / CHECKPOINT_NAME,
@@ -129,6 +138,8 @@ def restore(
             trained_seconds=float(saved["trained_seconds"]),
             loader_generator=saved.get("loader_generator"),
             run=dict(saved["run"]),
+            loss_sum=float(saved.get("epoch_loss", [0.0, 0])[0]),
+            loss_count=int(saved.get("epoch_loss", [0.0, 0])[1]),
         )
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{used}: a checkpoint of another format ({error}); start without --resume") from error
@@ -174,6 +185,7 @@ def train_one_epoch(
     state.resume_point = (state.batch_in_epoch, step.micro_batches, rng_states())
     batches = len(loader) if hasattr(loader, "__len__") else None  # type: ignore[arg-type]
     losses: list[torch.Tensor] = []
+    state.pass_losses, state.pass_start = losses, state.batch_in_epoch
     started = time.perf_counter()
     try:
         for inputs, targets in iterator:
@@ -233,11 +245,13 @@ def _close_epoch(
     state.history.append(record)
     bar.set_postfix({k: round(v, 4) for k, v in record.items() if isinstance(v, float)}, refresh=False)
     state.epoch, state.batch_in_epoch, state.resume_point = state.epoch + 1, 0, None
+    state.loss_sum, state.loss_count, state.pass_losses, state.pass_start = 0.0, 0, [], 0
 
 
 def _epoch_record(state: TrainState, step: TrainStep, losses: list[torch.Tensor], context: DistributedContext) -> dict:
     total = float(torch.stack(losses).float().sum()) if losses else 0.0  # the epoch's one read of the losses
-    loss_sum, loss_count = all_reduce_sum([total, len(losses)], context)
+    # a resumed epoch adds the losses saved before the resume (rank 0's, standing for every rank's under DDP)
+    loss_sum, loss_count = all_reduce_sum([state.loss_sum + total, state.loss_count + len(losses)], context)
     return {
         "epoch": state.epoch + 1,
         "micro_batches": step.micro_batches,

@@ -71,6 +71,9 @@ def test_an_interrupted_run_resumed_ends_with_the_same_weights(tmp_path, accumul
     assert [h["epoch"] for h in history] == [1, 2, 3]
     assert json.loads((tmp_path / "broken" / "history.json").read_text())[-1]["epoch"] == 3
     assert history[-1]["optimizer_steps"] == straight_history[-1]["optimizer_steps"]
+    # the interrupted epoch's train_loss averages all its batches, those before the interruption included
+    losses, straight_losses = [h["train_loss"] for h in history], [h["train_loss"] for h in straight_history]
+    assert losses == pytest.approx(straight_losses, rel=1e-6, abs=0)
 
 
 def test_resume_after_a_finished_epoch(tmp_path):
