@@ -12,6 +12,7 @@ Needs: psutil, torch.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -156,11 +157,24 @@ class LoadMeter:
 # --- the CPU budget ---
 
 
-def cpu_budget(workers: int, cores: int) -> tuple[int, int]:
+def cpu_budget(workers: int, cores: int, busy: int = 0) -> tuple[int, int]:
     """(workers, intra-op threads) that fit in `cores`: workers capped at cores - 1 so the main process keeps a core,
-    and the threads take what the workers leave (at least one)."""
+    and the threads take what the workers and the `busy` cores other processes occupy leave (at least one)."""
     workers = min(workers, max(0, cores - 1))
-    return workers, max(1, cores - workers)
+    return workers, max(1, cores - workers - busy)
+
+
+def busy_cores(
+    sample_s: float = 0.5, *, meter: LoadMeter | None = None, sleep: Callable[[float], None] = time.sleep
+) -> int:
+    """Whole cores other processes keep busy, from a short sample while this process sleeps (their CPU rounded to
+    whole cores, at most all but one): the cores a CPU budget leaves them. Intra-op threads that share a core with
+    another busy process wait for it at every operator's barrier, so one thread too many can cost several times."""
+    meter = meter or LoadMeter()
+    meter.start()
+    sleep(sample_s)
+    other = meter.stop().other_cores
+    return max(0, min(meter.cores - 1, math.floor(other + 0.5)))
 
 
 @contextlib.contextmanager

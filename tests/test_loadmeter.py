@@ -14,6 +14,7 @@ import torch
 from helpers.loadmeter import (
     LoadMeter,
     LoadReading,
+    busy_cores,
     combine,
     cpu_budget,
     intra_op_threads,
@@ -89,6 +90,27 @@ def test_the_cpu_budget_leaves_the_main_process_a_core_and_fills_the_rest_with_t
         for cores in range(1, 9):
             w, t = cpu_budget(workers, cores)
             assert w + t <= cores and t >= 1 and w <= workers
+
+
+def test_the_cpu_budget_leaves_the_cores_other_processes_keep_busy():
+    # the busy-laptop case: another process on one of 2 cores leaves the timed process one intra-op thread
+    assert (
+        cpu_budget(0, 2, busy=1) == (0, 1) and cpu_budget(0, 8, busy=3) == (0, 5) and cpu_budget(2, 8, busy=3) == (2, 3)
+    )
+    assert cpu_budget(0, 2, busy=5) == (0, 1)  # never fewer than one thread
+
+
+def _sampled(other_cores):
+    """A meter whose one interval (1 s of wall time) saw other processes use `other_cores` cores."""
+    return LoadMeter(machine=_readers(0.0, other_cores), tree=_readers(0.0, 0.0), wall=_readers(0.0, 1.0), cores=4)
+
+
+def test_busy_cores_rounds_the_other_processes_cpu_to_whole_cores_and_leaves_this_process_one():
+    slept = []
+    assert busy_cores(0.25, meter=_sampled(0.96), sleep=slept.append) == 1 and slept == [0.25]
+    assert busy_cores(meter=_sampled(0.3), sleep=lambda s: None) == 0  # a browser tab is not a busy core
+    assert busy_cores(meter=_sampled(1.6), sleep=lambda s: None) == 2
+    assert busy_cores(meter=_sampled(7.0), sleep=lambda s: None) == 3  # at most all but one of the 4 cores
 
 
 def test_intra_op_threads_are_restored_even_when_the_block_raises():

@@ -27,7 +27,7 @@ from ..doctor import diagnose_pipeline
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
-from ..loadmeter import cpu_budget, intra_op_threads
+from ..loadmeter import busy_cores, cpu_budget, intra_op_threads
 from ..measure import PipelineProbe, seconds_per_call, steps_in_budget
 from ..models import ESPCN, build_model, describe_model
 from ..seeding import seed_everything
@@ -152,11 +152,12 @@ class _Turn:
     threads: int = 1
 
 
-def _build(rung: Rung, device: torch.device, turn_s: float, cores: int) -> _Turn:
+def _build(rung: Rung, device: torch.device, turn_s: float, cores: int, busy: int = 0) -> _Turn:
     """Build a rung's loader and model, warm them up, and size its turn to about `turn_s` seconds (at least one
     loader batch and one fed and one pre-made step: a rung slower than that takes longer, and the round count gives).
     Its workers are shut down until its first turn."""
-    threads = max(1, cores - rung.workers)  # the workers' cores are theirs: the step keeps the rest
+    # the workers' cores and those other processes keep busy are theirs: the step keeps the rest
+    threads = max(1, cores - rung.workers - busy)
     torch.manual_seed(0)
     with intra_op_threads(threads):
         probe = PipelineProbe(rung.build(), rung.make_step(rung.model().to(device)), device, premade=2,
@@ -181,11 +182,13 @@ def _take_turn(turn: _Turn) -> None:
     turn.probe.pause()
 
 
-def cpu_budget_text(rungs: list[Rung], cores: int) -> str:
-    """The CPU budget each rung is measured under: its workers plus the timed process's intra-op threads."""
-    parts = [f"'{r.name}' {r.workers} worker{'s' * (r.workers != 1)} + {max(1, cores - r.workers)} intra-op "
-             f"thread{'s' * (max(1, cores - r.workers) != 1)}" for r in rungs]  # fmt: skip
-    return f"CPU budget on {cores} cores (workers + the timed process's intra-op threads): " + "; ".join(parts)
+def cpu_budget_text(rungs: list[Rung], cores: int, busy: int = 0) -> str:
+    """The CPU budget each rung is measured under: its workers plus the timed process's intra-op threads, less the
+    `busy` cores other processes kept busy when the ladder started."""
+    parts = [f"'{r.name}' {r.workers} worker{'s' * (r.workers != 1)} + {max(1, cores - r.workers - busy)} intra-op "
+             f"thread{'s' * (max(1, cores - r.workers - busy) != 1)}" for r in rungs]  # fmt: skip
+    others = f", {busy} of them kept busy by other processes when the ladder started" if busy else ""
+    return f"CPU budget on {cores} cores{others} (workers + the timed process's intra-op threads): " + "; ".join(parts)
 
 
 def run_ladder(
@@ -197,8 +200,8 @@ def run_ladder(
     first `MIN_ROUNDS` rounds (a range needs several), rounds stop once the next one would pass the budget
     (rounds x rungs x turn_s). Only the rung whose turn it is has live workers, with the intra-op threads its workers
     leave. Returns the rows and lines saying the CPU budget and how long building and measuring took."""
-    started, cores = time.perf_counter(), usable_cpu_count()
-    turns = [_build(rung, device, turn_s, cores) for rung in tqdm(rungs, desc="building rungs", unit="rung")]
+    started, cores, busy = time.perf_counter(), usable_cpu_count(), busy_cores()
+    turns = [_build(rung, device, turn_s, cores, busy) for rung in tqdm(rungs, desc="building rungs", unit="rung")]
     built, budget, done = time.perf_counter(), rounds * len(rungs) * turn_s, 0
     try:
         with tqdm(total=rounds * len(turns), desc="ladder rounds", unit="turn") as bar:
@@ -213,7 +216,7 @@ def run_ladder(
             turn.probe.close()
     for row in rows:
         row["loader_vs_first"] = row["loader_samples_per_s"] / rows[0]["loader_samples_per_s"]
-    timing = (f"{cpu_budget_text(rungs, cores)}\nbuilding and warming up the rungs took {built - started:.0f} s; "
+    timing = (f"{cpu_budget_text(rungs, cores, busy)}\nbuilding and warming up the rungs took {built - started:.0f} s; "
               f"{done} of {rounds} rounds took {time.perf_counter() - built:.0f} s (budget {budget:.0f} s)")  # fmt: skip
     return rows, timing
 
@@ -537,7 +540,7 @@ def measure_cifar_ladder(
     cores = usable_cpu_count()
     seed_workers = min(4, cpu_budget(cores, cores)[0])  # cifar_ladder's seed-post workers: the step keeps the rest
     seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3,
-                                      threads=max(1, cores - seed_workers))  # fmt: skip
+                                      threads=cpu_budget(seed_workers, cores, busy_cores())[1])  # fmt: skip
     rungs = cifar_ladder(images, labels, image_folder=image_folder, device=device, batch_size=batch_size,
                          seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()),
                          augment=augment)  # fmt: skip

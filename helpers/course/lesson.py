@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..env import environment_report, format_environment_report, resolve_device, usable_cpu_count
+from ..loadmeter import busy_cores, cpu_budget
 from ..seeding import seed_everything
 from ..step import native_precisions
 from .data import DataSource
@@ -59,4 +60,21 @@ def start_lesson(requested_profile: str = "auto", *, seed: int = 0) -> Lesson:
         format_environment_report(environment_report(device))
         + f" | native precisions: {', '.join(native_precisions(device))}"
     )
+    print(set_lesson_threads())
     return Lesson(profile, device)
+
+
+def set_lesson_threads(busy: int | None = None) -> str:
+    """Set this process's intra-op threads to the cores other processes leave free (measured now unless `busy` is
+    given), never more than torch's default; return the line saying so."""
+    cores = usable_cpu_count()
+    busy = busy_cores() if busy is None else busy
+    threads = min(torch.get_num_threads(), cpu_budget(0, cores, busy)[1])
+    torch.set_num_threads(threads)
+    line = f"CPU budget: {threads} intra-op thread{'s' * (threads != 1)} on {cores} usable cores"
+    if busy:
+        line += (
+            f"; other processes kept {busy} of them busy as the lesson started, so the lesson leaves them those "
+            "(threads that share a core with a busy process wait for it at every operator)"
+        )
+    return line

@@ -85,12 +85,14 @@ def _worker_rung(name, seen):
     return Rung(name, build, lambda: nn.Linear(3, 1), workers=1, make_step=make_step, role=name)
 
 
-def test_only_the_rung_whose_turn_it_is_has_live_workers_and_threads_are_restored(capsys):
+def test_only_the_rung_whose_turn_it_is_has_live_workers_and_threads_are_restored(capsys, monkeypatch):
     import psutil
 
+    from helpers.course import ladders
     from helpers.course.ladders import run_ladder
     from helpers.env import usable_cpu_count
 
+    monkeypatch.setattr(ladders, "busy_cores", lambda: 0)  # a quiet machine (the busy case: the test below)
     seen, before = [], torch.get_num_threads()
     EARLIER.clear()
     EARLIER.update(c.pid for c in psutil.Process().children(recursive=True))  # left by other tests: not the rungs'
@@ -104,6 +106,17 @@ def test_only_the_rung_whose_turn_it_is_has_live_workers_and_threads_are_restore
     assert [c for c in psutil.Process().children(recursive=True)
             if c.pid not in EARLIER and c.status() != psutil.STATUS_ZOMBIE] == []  # fmt: skip
     assert [r["role"] for r in rows] == ["a", "b"] and all(r["load"]["cores"] >= 1 for r in rows)
+
+
+def test_a_ladder_leaves_the_cores_other_processes_keep_busy(monkeypatch):
+    from helpers.course import ladders
+
+    monkeypatch.setattr(ladders, "usable_cpu_count", lambda: 4)
+    monkeypatch.setattr(ladders, "busy_cores", lambda: 1)  # one core taken by another process as the ladder starts
+    seen = []
+    _, timing = ladders.run_ladder([_worker_rung("a", seen)], device=torch.device("cpu"), rounds=3, turn_s=0.05)
+    assert {threads for _, _, threads in seen} == {2}  # 4 cores - its 1 worker - 1 busy core
+    assert "1 of them kept busy by other processes" in timing and "'a' 1 worker + 2 intra-op threads" in timing
 
 
 def test_the_sr_ladder_keeps_its_workers_within_the_cpu_budget(tmp_path):

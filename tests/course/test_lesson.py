@@ -1,0 +1,33 @@
+"""A lesson's start sets the CPU budget: intra-op threads that leave other processes' busy cores to them."""
+
+from __future__ import annotations
+
+import torch
+
+from helpers.course import lesson
+
+
+def test_a_lesson_leaves_the_busy_cores_to_other_processes_and_says_so(monkeypatch):
+    before = torch.get_num_threads()
+    monkeypatch.setattr(lesson, "usable_cpu_count", lambda: 2)
+    try:
+        torch.set_num_threads(2)
+        line = lesson.set_lesson_threads(busy=1)  # another process keeps one of the 2 cores busy
+        assert torch.get_num_threads() == 1
+        assert "1 intra-op thread on 2 usable cores" in line and "kept 1 of them busy" in line
+        torch.set_num_threads(2)
+        line = lesson.set_lesson_threads(busy=0)  # a quiet machine keeps torch's default
+        assert torch.get_num_threads() == 2 and line == "CPU budget: 2 intra-op threads on 2 usable cores"
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_lesson_never_raises_the_thread_count_above_torchs_default(monkeypatch):
+    before = torch.get_num_threads()
+    monkeypatch.setattr(lesson, "usable_cpu_count", lambda: 64)
+    try:
+        torch.set_num_threads(1)
+        lesson.set_lesson_threads(busy=0)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
