@@ -344,6 +344,9 @@ def fit(
             state.loader_generator = generator.get_state() if generator is not None else None  # the next epoch's
             if writes and folder is not None:  # writes implies a folder
                 _write(folder, state, model=model, step=step, scheduler=scheduler)
+        if bar.total and bar.n < bar.total:  # stopped by max_steps or the time limit: the bar ends at what ran
+            bar.total = bar.n
+            bar.refresh()
     except KeyboardInterrupt:
         _save_at_the_last_step(folder if writes else None, state, model=model, step=step, scheduler=scheduler)
         raise

@@ -153,3 +153,11 @@ def test_a_time_limit_ends_training_when_the_budget_is_spent(tmp_path):
     history = fit(model, loader, step, epochs=100, time_limit_s=0.3, progress=False)
     assert 1 <= step.micro_batches < 20 and len(history) == 1  # 100 epochs of 10 steps were asked for
     assert history[-1]["trained_seconds"] >= 0.3 and history[-1]["time_capped"]  # the record says the cap cut it
+
+
+def test_a_run_stopped_by_max_steps_ends_its_progress_bar_at_what_ran(tmp_path, capsys):
+    model, loader, optimizer, scheduler = _setup()
+    step = TrainStep(model, optimizer, nn.CrossEntropyLoss(), device="cpu", scheduler=scheduler)
+    fit(model, loader, step, epochs=3, max_steps=7, scheduler=scheduler, checkpoint_dir=tmp_path, progress=True)
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "7/7" in last and "100%" in last, last  # not "7/15" part-way: the plan was cut, the bar says what ran

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import functools
 import json
 import statistics
@@ -210,6 +211,8 @@ def run_ladder(
                     _take_turn(turn)
                     bar.update(1)
                 done += 1
+            bar.total = bar.n  # rounds that stopped at the budget end the bar where it stands, not part-way
+            bar.refresh()
         rows = [_row(turn, cores) for turn in turns]
     finally:
         for turn in turns:
@@ -240,6 +243,8 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
     premade, premade_range = _median_and_range(probe.rates("premade"))
     efficiency, efficiency_range = _efficiency(fed_rate, premade, fed.efficiency_range or (fed_rate / premade,) * 2)
     busy = fed.load is not None and fed.load.busy
+    # the doctor reads the efficiency the table prints (fed median over pre-made median), not a second one
+    as_printed = dataclasses.replace(fed, pipeline_efficiency=efficiency, efficiency_range=efficiency_range)
     return {
         "name": turn.rung.name, "role": turn.rung.role, "bounds": turn.rung.bounds, "model_note": turn.rung.model_note,
         "workers": turn.rung.workers, "threads": turn.threads,
@@ -250,7 +255,7 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
         "data_wait_ms": fed.data_wait_ms, "compute_ms": fed.compute_ms, "premade_step_ms": fed.premade_step_ms,
         "rounds": len(probe.rates("alone")), "steps_per_turn": turn.steps, "peak_device_mib": fed.peak_device_mib,
         "load": fed.load.as_dict() if fed.load else None, "load_note": fed.load.note() if busy and fed.load else "",
-        "doctor": diagnose_pipeline(fed, num_workers=turn.rung.workers, cpu_cores=cores).splitlines()[0],
+        "doctor": diagnose_pipeline(as_printed, num_workers=turn.rung.workers, cpu_cores=cores).splitlines()[0],
     }  # fmt: skip
 
 
@@ -289,9 +294,9 @@ def _threads_notes(rows: list[dict[str, Any]]) -> list[str]:
     for row in rows:
         groups.setdefault(row["model_note"], []).append(row)
     return [
-        "pre-made rates of rungs that train the same model differ with their intra-op threads (the CPU budget: a "
-        "rung's workers take cores from its step): "
-        + ", ".join(f"'{r['name']}' {r['threads']} thread{'s' * (r['threads'] != 1)}" for r in same)
+        "pre-made rates of rungs that train the same model differ with their intra-op threads (the CPU budget gives "
+        "a rung's step the cores its workers and other processes leave; each rung's efficiency is against its own "
+        "baseline): " + ", ".join(f"'{r['name']}' {r['threads']} thread{'s' * (r['threads'] != 1)}" for r in same)
         for same in groups.values()
         if len({r.get("threads") for r in same}) > 1
     ]
@@ -436,7 +441,7 @@ def cifar_ladder(
 
         return build
 
-    capped = " (the post's 4, capped at the cores here)" if seed_workers < 4 else ""
+    capped = " (the post's 4, capped by this machine's CPU budget)" if seed_workers < 4 else ""
     return [
         Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} worker{'s' * (seed_workers != 1)}{capped}, "
              f"batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, role="seed post",

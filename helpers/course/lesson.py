@@ -39,9 +39,11 @@ class Lesson:
     device: torch.device
     started: float = field(default_factory=time.perf_counter)
 
-    def tag(self, text: str, data: DataSource | None = None) -> str:
-        """`text` labelled with the data source, the device and, in smoke runs, a warning that it is not a measurement."""
-        return self.profile.label(text, data=data_name(data) if data else None, device=device_name(self.device))
+    def tag(self, text: str, data: DataSource | str | None = None) -> str:
+        """`text` labelled with the data source (or a data set's name), the device and, in smoke runs, a warning that
+        it is not a measurement."""
+        name = data if isinstance(data, str) else data_name(data) if data else None
+        return self.profile.label(text, data=name, device=device_name(self.device))
 
     def finish(self) -> str:
         """One line with the notebook's measured wall time against the runner's limit for this profile."""

@@ -336,7 +336,11 @@ def sweep_ladder_verdict(
         agree = _ranges_overlap(rung_range, _spread(row))
         parts.append(
             f"'{name}' {fed:.0f} samples/s in the ladder against {_sweep_rate(row)} in the sweep ({_setting(row)}): "
-            + ("they agree within the noise" if agree else ratio_text(row["samples_per_s"] / fed))
+            + (
+                "they agree within the noise"
+                if agree
+                else f"the sweep measured {ratio_text(row['samples_per_s'] / fed)} the ladder's rate"
+            )
         )
         if not agree:
             differ.append((rung, row))
@@ -536,8 +540,10 @@ def channels_last_verdict(table: dict[tuple[str, str], Any], *, load: Any = None
         tie = (tie_text(("NCHW", "channels_last"), ("channels_last", "the layout the course's CIFAR recipe trains in, "
                "since NCHW is not measurably faster here")) if nchw_range and last_range and
                _ranges_overlap(nchw_range, last_range) else "")  # fmt: skip
-        parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}{tie}")
-    return "channels_last here: " + "; ".join(parts) + " (above 1: channels_last was faster)." + busy_text(load)
+        apart = not tie and nchw != last
+        faster = (" (channels_last faster)" if nchw > last else " (NCHW faster)") if apart else ""
+        parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}{faster}{tie}")
+    return "channels_last here: " + "; ".join(parts) + "." + busy_text(load)
 
 
 def augmentation_claim_verdict(rows: Sequence[dict[str, Any]], *, claimed_ratio: float, device: str) -> str:

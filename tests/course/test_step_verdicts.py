@@ -24,10 +24,13 @@ def test_channels_last_verdict_with_ranges_says_within_the_noise_only_when_they_
     clear = verdicts.channels_last_verdict(
         {("NCHW", "fp32"): [20.0, 21.0, 22.0], ("channels_last", "fp32"): [9.0, 10.0, 11.0]}
     )
-    assert "NCHW step 2.1x the channels_last step (range 1.82–2.44x)" in clear and "noise" not in clear
+    assert "NCHW step 2.1x the channels_last step (range 1.82–2.44x) (channels_last faster)" in clear
+    assert "noise" not in clear
+    slower = verdicts.channels_last_verdict({("NCHW", "fp32"): [9.0, 9.5], ("channels_last", "fp32"): [12.0, 13.0]})
+    assert "(NCHW faster)" in slower and "channels_last faster" not in slower  # said plainly, either way round
     noisy = verdicts.channels_last_verdict(
         {("NCHW", "fp32"): [9.0, 12.0, 20.0], ("channels_last", "fp32"): [10.0, 11.0, 15.0]}
     )
     assert "within the noise" in noisy and "cannot tell 'NCHW' and 'channels_last' apart" in noisy
-    assert "the course keeps 'channels_last'" in noisy
+    assert "the course keeps 'channels_last'" in noisy and "faster)" not in noisy
     assert "1.3x the" in verdicts.channels_last_verdict({("NCHW", "fp32"): 13.0, ("channels_last", "fp32"): 10.0})
