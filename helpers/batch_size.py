@@ -56,8 +56,11 @@ def batch_that_fits(
     per_sample = _step_bytes(run_step, probe, device) / probe
     free = free_memory_bytes(device)
     fits = wanted if free is None else max(1, min(wanted, int(share * free / per_sample)))
-    why = (f"batch {fits}: {per_sample / 2**20:.0f} MiB per sample measured, {free / 2**30:.1f} GiB free"
-           if free is not None else f"batch {fits}: free memory unknown here")  # fmt: skip
+    why = (
+        f"batch {fits}: {per_sample / 2**20:.0f} MiB per sample measured, {free / 2**30:.1f} GiB free"
+        if free is not None
+        else f"batch {fits}: free memory unknown here"
+    )
     while True:
         try:
             run_step(fits)
@@ -91,6 +94,8 @@ def batch_for_step_time(
         per_image, fixed = at_first / first, 0.0
     batch = max(1, min(largest, int((step_s - fixed) / per_image)))
     predicted = fixed + per_image * batch
-    why = (f"{at_probe:.3g} s per step at batch {probe} and {at_first:.3g} s at batch {first}: batch {batch}, "
-           f"predicted step {predicted:.2g} s (for steps of at most about {step_s:.2g} s)")  # fmt: skip
+    why = (
+        f"{at_probe:.3g} s per step at batch {probe} and {at_first:.3g} s at batch {first}: batch {batch}, "
+        f"predicted step {predicted:.2g} s (for steps of at most about {step_s:.2g} s)"
+    )
     return batch, predicted, why

@@ -35,9 +35,11 @@ INPUT_BOUND = "INPUT-BOUND"
 COMPETES = "LOADER COMPETES WITH THE STEP"
 COMPUTE_BOUND = "COMPUTE-BOUND"
 INCONCLUSIVE = "INCONCLUSIVE"
-COPY_HOWTO = ("To leave yours as it was, measure a copy: `model2, optimizer2 = copy.deepcopy((model, optimizer))` (one "
-              "call, so the copied optimizer steps the copied model) and build the step on them, or pass "
-              "`copy.deepcopy(train_step)` for a TrainStep.")  # fmt: skip
+COPY_HOWTO = (
+    "To leave yours as it was, measure a copy: `model2, optimizer2 = copy.deepcopy((model, optimizer))` (one "
+    "call, so the copied optimizer steps the copied model) and build the step on them, or pass "
+    "`copy.deepcopy(train_step)` for a TrainStep."
+)
 
 
 # --- the verdict: one reading per block, a name only when they all agree ---
@@ -89,20 +91,26 @@ def _headline(verdict: str, readings: list[str], numbers: str) -> str:
 
 
 def diagnose_pipeline(
-    result: PipelineResult, *, num_workers: int | None = None, cpu_cores: int | None = None,
+    result: PipelineResult,
+    *,
+    num_workers: int | None = None,
+    cpu_cores: int | None = None,
     pipeline: PipelineFacts | None = None,
-) -> str:  # fmt: skip
+) -> str:
     """The doctor on a PipelineResult: its verdict at both ends of the efficiency range (a name only when both agree,
     else inconclusive) on the first line, then what to try, from `pipeline` (or just its worker count) if given."""
     low, high = result.efficiency_range or (result.pipeline_efficiency,) * 2
     readings = [classify(e, result.data_wait_ms, result.compute_ms, result.premade_step_ms) for e in (low, high)]
     verdict = verdict_of(readings)
     premade = f", {result.premade_step_ms:.1f} ms per step on pre-made batches" if result.premade_step_ms else ""
-    numbers = (f"efficiency {efficiency_text(result.pipeline_efficiency, low, high)}; "
-               f"{100 * result.data_wait_fraction:.0f}% of each step waits for data ({result.data_wait_ms:.1f} ms "
-               f"wait, {result.compute_ms:.1f} ms compute{premade})")  # fmt: skip
-    facts = pipeline or PipelineFacts(num_workers=num_workers, cpu_cores=cpu_cores or 0,
-                                      loader="DataLoader" if num_workers is not None else "")  # fmt: skip
+    numbers = (
+        f"efficiency {efficiency_text(result.pipeline_efficiency, low, high)}; "
+        f"{100 * result.data_wait_fraction:.0f}% of each step waits for data ({result.data_wait_ms:.1f} ms "
+        f"wait, {result.compute_ms:.1f} ms compute{premade})"
+    )
+    facts = pipeline or PipelineFacts(
+        num_workers=num_workers, cpu_cores=cpu_cores or 0, loader="DataLoader" if num_workers is not None else ""
+    )
     advice = advice_for(verdict, facts)
     return "\n".join([_headline(verdict, readings, numbers), *(["Try, in order:", *advice] if advice else [])])
 
@@ -132,9 +140,11 @@ class BatchStep:
         if self.arguments < 2:
             return self.step(batch)
         if not isinstance(batch, (tuple, list)) or len(batch) < self.arguments:
-            raise TypeError(f"the step takes {self.arguments} arguments, but a batch is a {type(batch).__name__}"
-                            f"{f' of {len(batch)}' if isinstance(batch, (tuple, list)) else ''}: pass "
-                            "`lambda batch: step(...)` that unpacks your batch")  # fmt: skip
+            raise TypeError(
+                f"the step takes {self.arguments} arguments, but a batch is a {type(batch).__name__}"
+                f"{f' of {len(batch)}' if isinstance(batch, (tuple, list)) else ''}: pass "
+                "`lambda batch: step(...)` that unpacks your batch"
+            )
         return self.step(*batch)
 
 
@@ -202,20 +212,27 @@ class Diagnosis:
     def headline(self) -> str:
         """The first line: the verdict and the numbers it rests on, each with its range over blocks."""
         wait, compute = self.data_wait_ms[0], self.compute_ms[0]
-        numbers = (f"efficiency {efficiency_text(*self.efficiency)} over {len(self.readings)} block pairs; "
-                   f"{100 * wait / max(wait + compute, 1e-12):.0f}% of each fed step waits for data: data-wait "
-                   f"{_range_text(self.data_wait_ms)} ms, compute {_range_text(self.compute_ms)} ms, against "
-                   f"{_range_text(self.premade_step_ms)} ms per step on pre-made batches")  # fmt: skip
+        numbers = (
+            f"efficiency {efficiency_text(*self.efficiency)} over {len(self.readings)} block pairs; "
+            f"{100 * wait / max(wait + compute, 1e-12):.0f}% of each fed step waits for data: data-wait "
+            f"{_range_text(self.data_wait_ms)} ms, compute {_range_text(self.compute_ms)} ms, against "
+            f"{_range_text(self.premade_step_ms)} ms per step on pre-made batches"
+        )
         return _headline(self.verdict, self.readings, numbers)
 
     def __str__(self) -> str:
-        return "\n".join([
-            self.headline, f"Pipeline: {self.pipeline.summary()}.", f"Machine: {self.load}.",
-            f"It trained the model it measured: {self.trained_steps} steps of your step ran (weights and optimizer "
-            f"state changed). {COPY_HOWTO}", "Try, in order:" if self.advice else "Nothing to try on this reading.",
-            *self.advice,
-            f"Measured in {self.seconds:.1f} s (budget {self.budget_s:g} s of timed blocks, plus warm-up).",
-        ])  # fmt: skip
+        return "\n".join(
+            [
+                self.headline,
+                f"Pipeline: {self.pipeline.summary()}.",
+                f"Machine: {self.load}.",
+                f"It trained the model it measured: {self.trained_steps} steps of your step ran (weights and optimizer "
+                f"state changed). {COPY_HOWTO}",
+                "Try, in order:" if self.advice else "Nothing to try on this reading.",
+                *self.advice,
+                f"Measured in {self.seconds:.1f} s (budget {self.budget_s:g} s of timed blocks, plus warm-up).",
+            ]
+        )
 
 
 def per_step(recorded: list[Any]) -> list[float]:
@@ -240,9 +257,14 @@ def _block_numbers(probe: PipelineProbe, blocks: int, steps: int) -> dict[str, l
 
 
 def diagnose(
-    loader: Iterable, step: Callable[..., Any], *, budget_s: float = 10.0, device: torch.device | str | None = None,
-    blocks: int = 3, cpu_cores: int | None = None,
-) -> Diagnosis:  # fmt: skip
+    loader: Iterable,
+    step: Callable[..., Any],
+    *,
+    budget_s: float = 10.0,
+    device: torch.device | str | None = None,
+    blocks: int = 3,
+    cpu_cores: int | None = None,
+) -> Diagnosis:
     """Measure `loader` feeding `step` and say what bounds it and what to try; print the result to read it.
 
     `loader` is any iterable of batches (a DataLoader, a generator-returning object, the course's loaders); it is
@@ -268,11 +290,20 @@ def diagnose(
     meter = result.load  # the probe's load meter read the timed blocks themselves
     other_cores = meter.other_cores if meter is not None else None
     diagnosis = Diagnosis(
-        verdict_of(readings), readings, _span(numbers["wait"]), _span(numbers["compute"]),
-        _span(numbers["efficiency"]), _span(numbers["premade"]), _span(numbers["fed"]), result, facts,
-        meter.note() if meter is not None else "other processes' CPU use was not measured", runner.calls,
-        time.perf_counter() - started, budget_s,
-    )  # fmt: skip
+        verdict_of(readings),
+        readings,
+        _span(numbers["wait"]),
+        _span(numbers["compute"]),
+        _span(numbers["efficiency"]),
+        _span(numbers["premade"]),
+        _span(numbers["fed"]),
+        result,
+        facts,
+        meter.note() if meter is not None else "other processes' CPU use was not measured",
+        runner.calls,
+        time.perf_counter() - started,
+        budget_s,
+    )
     diagnosis.advice = advice_for(diagnosis.verdict, facts, other_cores=other_cores)
     return diagnosis
 
@@ -284,16 +315,19 @@ def load_script(path: str | Path) -> Any:
     """Import a Python file as a module (its folder first on sys.path), with an error that names it if it fails."""
     script = Path(path)
     if not script.is_file():
-        raise FileNotFoundError(f"{script}: no such script; give the path of a .py file defining make_loader() and "
-                                "make_step()")  # fmt: skip
+        raise FileNotFoundError(
+            f"{script}: no such script; give the path of a .py file defining make_loader() and make_step()"
+        )
     sys.path.insert(0, str(script.resolve().parent))
     spec = importlib.util.spec_from_file_location(script.stem, script)
     if spec is None or spec.loader is None:
         raise ImportError(f"{script}: cannot be imported as Python; give a .py file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    for name, what in (("make_loader", "your loader (any iterable of batches)"),
-                       ("make_step", "your training step (a TrainStep, or any callable taking a batch)")):  # fmt: skip
+    for name, what in (
+        ("make_loader", "your loader (any iterable of batches)"),
+        ("make_step", "your training step (a TrainStep, or any callable taking a batch)"),
+    ):
         if not callable(getattr(module, name, None)):
             raise AttributeError(f"{script}: defines no {name}(); add `def {name}():` that returns {what}")
     return module
@@ -312,8 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ImportError, AttributeError) as error:
         print(f"helpers.doctor: {error}", file=sys.stderr)
         return 2
-    print(diagnose(script.make_loader(), script.make_step(), budget_s=args.budget_s, device=args.device,
-                   blocks=args.blocks))  # fmt: skip
+    print(
+        diagnose(
+            script.make_loader(), script.make_step(), budget_s=args.budget_s, device=args.device, blocks=args.blocks
+        )
+    )
     return 0
 
 

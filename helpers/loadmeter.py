@@ -89,8 +89,13 @@ class LoadReading:
 
     def as_dict(self) -> dict[str, float | int | bool | None]:
         """The reading as plain JSON-ready values."""
-        return {"other_cores": round(self.other_cores, 3), "cores": self.cores, "seconds": round(self.seconds, 3),
-                "load_average": self.load_average, "busy": self.busy}  # fmt: skip
+        return {
+            "other_cores": round(self.other_cores, 3),
+            "cores": self.cores,
+            "seconds": round(self.seconds, 3),
+            "load_average": self.load_average,
+            "busy": self.busy,
+        }
 
 
 def combine(readings: list[LoadReading]) -> LoadReading | None:

@@ -27,7 +27,7 @@ from .memory import (  # noqa: F401 (re-exported: the memory readings lived here
     peak_rss_bytes,
     reset_peak_device_memory,
     reset_peak_rss,
-)  # fmt: skip
+)
 from .pipeline_result import PipelineResult  # noqa: F401 (re-exported: what PipelineProbe.result() returns)
 
 # --- timing ---

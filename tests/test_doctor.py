@@ -32,7 +32,7 @@ from helpers.doctor import (
     main,
     step_device,
     verdict_of,
-)  # fmt: skip
+)
 from helpers.loading import DeviceTensorLoader, make_loader
 from helpers.measure import PipelineResult
 from helpers.pipeline_facts import advice_for, describe_batch, describe_pipeline
@@ -45,8 +45,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _result(efficiency, low, high, wait_ms, compute_ms, premade_ms=None):
-    return PipelineResult(100.0, 100.0 / efficiency, efficiency, wait_ms, compute_ms, 12, 100.0, None,
-                          efficiency_range=(low, high), premade_step_ms=premade_ms)  # fmt: skip
+    return PipelineResult(
+        100.0,
+        100.0 / efficiency,
+        efficiency,
+        wait_ms,
+        compute_ms,
+        12,
+        100.0,
+        None,
+        efficiency_range=(low, high),
+        premade_step_ms=premade_ms,
+    )
 
 
 # --- verdicts ---
@@ -82,8 +92,13 @@ def test_a_range_that_straddles_is_inconclusive():
 
 
 def test_diagnose_is_inconclusive_when_its_blocks_disagree(monkeypatch):
-    blocks = {"efficiency": [0.40, 0.95, 0.50], "wait": [20.0, 0.5, 18.0], "compute": [15.0, 15.0, 15.0],
-              "premade": [14.0, 14.5, 14.0], "fed": [30.0, 60.0, 40.0]}  # fmt: skip
+    blocks = {
+        "efficiency": [0.40, 0.95, 0.50],
+        "wait": [20.0, 0.5, 18.0],
+        "compute": [15.0, 15.0, 15.0],
+        "premade": [14.0, 14.5, 14.0],
+        "fed": [30.0, 60.0, 40.0],
+    }
     measured = doctor._block_numbers  # the blocks still run; their numbers are replaced by these
     monkeypatch.setattr(doctor, "_block_numbers", lambda probe, n, steps: (measured(probe, n, steps), blocks)[1])
     diagnosis = diagnose(_batches(8), _plain_step(nn.Linear(3, 2)), budget_s=0.1)
@@ -184,8 +199,14 @@ def test_advice_never_names_what_is_already_in_use(tmp_path):
     assert facts.num_workers == 2 and facts.persistent_workers
     assert not any(knob in advice[INPUT_BOUND] for knob in ("more DataLoader workers", "persistent_workers=True"))
     bf16_model = nn.Linear(3, 2)
-    bf16 = TrainStep(bf16_model, torch.optim.SGD(bf16_model.parameters(), lr=0.1), nn.MSELoss(), device="cpu",
-                     precision="bf16", channels_last=True)  # fmt: skip
+    bf16 = TrainStep(
+        bf16_model,
+        torch.optim.SGD(bf16_model.parameters(), lr=0.1),
+        nn.MSELoss(),
+        device="cpu",
+        precision="bf16",
+        channels_last=True,
+    )
     facts, advice = _advice(_batches(2), bf16)
     assert facts.precision == "bf16" and "mixed precision" not in advice[COMPUTE_BOUND]
 
@@ -197,8 +218,12 @@ def _pil_images(count=32):
 
 def test_advice_adds_what_is_missing(tmp_path):
     _, advice = _advice(make_loader(_pil_images(), 8, num_workers=1), cores=4)
-    for wanted in ("more DataLoader workers (1 now, 4 cores)", "persistent_workers=True", "uint8 batches",
-                   "DeviceTensorLoader"):  # fmt: skip
+    for wanted in (
+        "more DataLoader workers (1 now, 4 cores)",
+        "persistent_workers=True",
+        "uint8 batches",
+        "DeviceTensorLoader",
+    ):
         assert wanted in advice[INPUT_BOUND]
     facts, advice = _advice(make_loader(TensorDataset(torch.rand(32, 3, 8, 8), torch.randint(0, 10, (32,))), 8))
     assert facts.decoded and "DeviceTensorLoader" in advice[INPUT_BOUND]  # one gather instead of per-sample collation
@@ -256,8 +281,13 @@ def test_the_command_line_diagnoses_a_scripts_loader_and_step(tmp_path, capsys):
 def test_python_dash_m_helpers_doctor_runs(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    done = subprocess.run([sys.executable, "-m", "helpers.doctor", str(script), "--budget-s", "0.1", "--blocks", "2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "helpers.doctor", str(script), "--budget-s", "0.1", "--blocks", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith(VERDICTS) and "It trained the model it measured" in done.stdout
 

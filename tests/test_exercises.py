@@ -100,9 +100,11 @@ def test_a_missing_import_or_answer_is_caught():
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell("profile = 'auto'"),
-        nbformat.v4.new_markdown_cell("## Try it\n\n1. Rotate.\n2. Crop.\n\n## Answers to Try it\n\n"
-                                      "<details><summary>1. Rotate</summary>\n\n```python\nK.RandomRotation(15.0)\n```"),
-    ]  # fmt: skip
+        nbformat.v4.new_markdown_cell(
+            "## Try it\n\n1. Rotate.\n2. Crop.\n\n## Answers to Try it\n\n"
+            "<details><summary>1. Rotate</summary>\n\n```python\nK.RandomRotation(15.0)\n```"
+        ),
+    ]
     assert unknown_names(notebook, "99") == {"K"}
     tries, answers = sections(notebook)
     assert re.findall(r"^(\d+)\. ", tries, flags=re.M) != re.findall(r"<details><summary>(\d+)\.", answers)

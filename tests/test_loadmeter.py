@@ -20,7 +20,7 @@ from helpers.loadmeter import (
     intra_op_threads,
     machine_cpu_seconds,
     tree_cpu_seconds,
-)  # fmt: skip
+)
 
 SPIN = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass\n"
 
@@ -30,8 +30,9 @@ def _readers(*values):
 
 
 def test_other_cores_are_all_cpu_time_minus_this_trees_over_the_wall_time():
-    meter = LoadMeter(machine=_readers(100.0, 104.0), tree=_readers(10.0, 12.4), wall=_readers(5.0, 7.0),
-                      loadavg=lambda: 1.5, cores=2)  # fmt: skip
+    meter = LoadMeter(
+        machine=_readers(100.0, 104.0), tree=_readers(10.0, 12.4), wall=_readers(5.0, 7.0), loadavg=lambda: 1.5, cores=2
+    )
     meter.start()
     reading = meter.stop()
     assert reading.other_cores == pytest.approx((4.0 - 2.4) / 2.0) and reading.seconds == 2.0
@@ -39,8 +40,9 @@ def test_other_cores_are_all_cpu_time_minus_this_trees_over_the_wall_time():
         reading.busy
         and reading.note() == "other processes used 0.8 of 2 cores during this measurement; load average 1.5"
     )
-    quiet = LoadMeter(machine=_readers(0.0, 1.0), tree=_readers(0.0, 1.0), wall=_readers(0.0, 1.0),
-                      loadavg=lambda: None, cores=4)  # fmt: skip
+    quiet = LoadMeter(
+        machine=_readers(0.0, 1.0), tree=_readers(0.0, 1.0), wall=_readers(0.0, 1.0), loadavg=lambda: None, cores=4
+    )
     quiet.start()
     assert not quiet.stop().busy and quiet.total().other_cores == 0.0
     assert "load average" not in quiet.total().note()
@@ -67,8 +69,12 @@ def test_a_busy_child_counts_as_this_tree_and_an_unrelated_busy_process_as_other
     assert child_cpu > 0.05 and tree1 - tree0 >= 0.9 * child_cpu
 
     # an unrelated process: started through a shell that exits, so it is no descendant of this one
-    launcher = subprocess.run(["sh", "-c", f'{sys.executable} -c "$0" >/dev/null 2>&1 & echo $!', SPIN.format(s=3)],
-                              capture_output=True, text=True, check=True)  # fmt: skip
+    launcher = subprocess.run(
+        ["sh", "-c", f'{sys.executable} -c "$0" >/dev/null 2>&1 & echo $!', SPIN.format(s=3)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     unrelated = psutil.Process(int(launcher.stdout.strip()))
     try:
         assert unrelated.pid not in {p.pid for p in psutil.Process().children(recursive=True)}
@@ -139,8 +145,13 @@ def test_the_machine_reading_counts_only_the_cpus_this_process_may_use(monkeypat
 
 
 def test_a_with_block_is_one_interval_of_the_meter():
-    meter = LoadMeter(machine=_readers(0.0, 3.0, 3.0, 3.5), tree=_readers(0.0, 1.0, 1.0, 1.5),
-                      wall=_readers(0.0, 2.0, 2.0, 3.0), loadavg=lambda: None, cores=2)  # fmt: skip
+    meter = LoadMeter(
+        machine=_readers(0.0, 3.0, 3.0, 3.5),
+        tree=_readers(0.0, 1.0, 1.0, 1.5),
+        wall=_readers(0.0, 2.0, 2.0, 3.0),
+        loadavg=lambda: None,
+        cores=2,
+    )
     with meter as same:
         assert same is meter
     with pytest.raises(ValueError), meter:  # an error inside still closes the interval

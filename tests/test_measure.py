@@ -49,8 +49,12 @@ def test_a_sleeping_loader_shows_its_wait():
 
 
 def test_pipelines_measured_side_by_side_keep_their_names_ranges_and_data_wait():
-    results = measure_pipelines({"slow": (SlowLoader(0.02), _step()), "ready": (SlowLoader(0.0), _step())},
-                                torch.device("cpu"), budget_s=0.6, blocks=3)  # fmt: skip
+    results = measure_pipelines(
+        {"slow": (SlowLoader(0.02), _step()), "ready": (SlowLoader(0.0), _step())},
+        torch.device("cpu"),
+        budget_s=0.6,
+        blocks=3,
+    )
     slow, ready = results["slow"], results["ready"]
     assert list(results) == ["slow", "ready"]
     assert slow.data_wait_ms >= 15 and ready.data_wait_ms < 5  # the 20 ms delay shows up only where it is
@@ -131,8 +135,11 @@ def test_every_probe_block_starts_and_ends_with_a_synchronisation_before_its_clo
 
     rec = _Recorder(monkeypatch)
     probe = PipelineProbe(rec.loader(), rec.step, torch.device("cpu"), premade=2, warmup=1)
-    for run, work in ((lambda: probe.loader_block(3), {"batch"}), (lambda: probe.fed_block(3), {"batch", "step"}),
-                      (lambda: probe.premade_block(3), {"step"})):  # fmt: skip
+    for run, work in (
+        (lambda: probe.loader_block(3), {"batch"}),
+        (lambda: probe.fed_block(3), {"batch", "step"}),
+        (lambda: probe.premade_block(3), {"step"}),
+    ):
         events = rec.block(run)
         assert events[:2] == ["sync", "clock"], events  # queued work from before is not this block's
         assert _ends_with_sync_then_clock(events, work), events
@@ -164,8 +171,13 @@ def test_time_batches_and_seconds_per_call_stop_their_clock_after_a_synchronisat
 
 def test_a_probe_result_carries_ranges_for_each_side_and_the_load_reading():
     result = measure_pipeline(SlowLoader(0.0, batches=50), _step(), torch.device("cpu"), steps_per_block=3, blocks=3)
-    for name in ("efficiency_range", "fed_samples_per_s_range", "premade_samples_per_s_range", "data_wait_ms_range",
-                 "compute_ms_range"):  # fmt: skip
+    for name in (
+        "efficiency_range",
+        "fed_samples_per_s_range",
+        "premade_samples_per_s_range",
+        "data_wait_ms_range",
+        "compute_ms_range",
+    ):
         low, high = getattr(result, name)
         assert low <= high, name
     assert result.fed_samples_per_s_range[0] <= result.fed_samples_per_s <= result.fed_samples_per_s_range[1]
@@ -185,8 +197,11 @@ def test_pause_stops_the_workers_and_the_next_draw_restarts_them():
     probe = PipelineProbe(loader, _step(), torch.device("cpu"), premade=1, warmup=1)
 
     def workers():
-        return [c for c in psutil.Process().children() if c.pid not in earlier and c.is_running()
-                and c.status() != psutil.STATUS_ZOMBIE]  # fmt: skip
+        return [
+            c
+            for c in psutil.Process().children()
+            if c.pid not in earlier and c.is_running() and c.status() != psutil.STATUS_ZOMBIE
+        ]
 
     assert len(workers()) == 1
     probe.pause()
@@ -204,8 +219,9 @@ def test_pipelines_side_by_side_keep_only_the_current_pipelines_workers_alive():
     earlier = {c.pid for c in psutil.Process().children(recursive=True)}  # left by other tests: not these loaders'
 
     def loader():
-        return DataLoader(TensorDataset(torch.zeros(64, 3), torch.zeros(64, 1)), batch_size=4, num_workers=1,
-                          persistent_workers=True)  # fmt: skip
+        return DataLoader(
+            TensorDataset(torch.zeros(64, 3), torch.zeros(64, 1)), batch_size=4, num_workers=1, persistent_workers=True
+        )
 
     def step(batch):
         alive = [c for c in psutil.Process().children() if c.pid not in earlier and c.status() != psutil.STATUS_ZOMBIE]

@@ -30,7 +30,7 @@ try:  # optional: FFCV builds against OpenCV and libjpeg-turbo development files
         ToDevice,
         ToTensor,
         ToTorchImage,
-    )  # fmt: skip
+    )
     from ffcv.writer import DatasetWriter
 except ImportError as error:
     FFCV_MISSING: str | None = f"FFCV is not importable here ({error})"
@@ -75,8 +75,17 @@ def ffcv_loader(path: Path, *, batch_size: int, device: torch.device, workers: i
     else:
         image = head + [normalize, ToTensor(), ToTorchImage()]
     label = [IntDecoder(), ToTensor(), *to_device, Squeeze()]
-    return Loader(str(path), batch_size=batch_size, num_workers=max(1, workers), order=OrderOption.RANDOM,
-                  drop_last=True, os_cache=True, seed=seed, batches_ahead=FFCV_AHEAD, pipelines={"image": image, "label": label})  # fmt: skip
+    return Loader(
+        str(path),
+        batch_size=batch_size,
+        num_workers=max(1, workers),
+        order=OrderOption.RANDOM,
+        drop_last=True,
+        os_cache=True,
+        seed=seed,
+        batches_ahead=FFCV_AHEAD,
+        pipelines={"image": image, "label": label},
+    )
 
 
 FFCV_AHEAD = 3  # batches FFCV's Loader prepares ahead in its threads (its batches_ahead): drained untimed per turn
@@ -103,7 +112,14 @@ def crop_flip_build(
     """How the CIFAR bench builds the shipped crop + flip rung: DeviceTensorLoader with torchvision_cifar_augment."""
 
     def build() -> Iterable:
-        return DeviceTensorLoader(images, labels, batch_size=batch_size, device=device, drop_last=True, seed=seed,
-                                  augment=torchvision_cifar_augment().to(device))  # fmt: skip
+        return DeviceTensorLoader(
+            images,
+            labels,
+            batch_size=batch_size,
+            device=device,
+            drop_last=True,
+            seed=seed,
+            augment=torchvision_cifar_augment().to(device),
+        )
 
     return build

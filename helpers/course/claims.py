@@ -68,8 +68,14 @@ def resize_rows(hr_images: Sequence[torch.Tensor], scale: int) -> list[dict[str,
             as_float = [t.permute(2, 0, 1)[None].float().clamp(0, 255) / 255 for t in (lr, reference)]
             against.append(float(psnr_y(as_float[0], as_float[1], 0)))
             baseline.append(float(psnr_y(bicubic_upscale(as_float[0], scale).clamp(0, 1), hr[None], scale)))
-        rows.append({"way": name, "lr_psnr_vs_matlab": float(np.mean(against)), "baseline_psnr": float(np.mean(baseline)),
-                     "note": ""})  # fmt: skip
+        rows.append(
+            {
+                "way": name,
+                "lr_psnr_vs_matlab": float(np.mean(against)),
+                "baseline_psnr": float(np.mean(baseline)),
+                "note": "",
+            }
+        )
     return rows
 
 
@@ -107,8 +113,11 @@ def allocator_rows(device: torch.device, *, steps: int = 8) -> list[dict[str, An
 
     def reading(what: str) -> dict[str, Any]:
         torch.cuda.synchronize(device)
-        return {"what": what, "allocated_mib": torch.cuda.memory_allocated(device) / MIB,
-                "reserved_mib": torch.cuda.memory_reserved(device) / MIB}  # fmt: skip
+        return {
+            "what": what,
+            "allocated_mib": torch.cuda.memory_allocated(device) / MIB,
+            "reserved_mib": torch.cuda.memory_reserved(device) / MIB,
+        }
 
     rows = [reading("start")]
     block = torch.empty(256 * MIB, dtype=torch.uint8, device=device)
@@ -119,9 +128,11 @@ def allocator_rows(device: torch.device, *, steps: int = 8) -> list[dict[str, An
     rows.append(reading("after del, then empty_cache()"))
     model = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 3, 3, padding=1)).to(device)
     inputs = torch.rand(16, 3, 128, 128, device=device)
-    for keep, label in [("graph", "losses kept with their graphs (losses.append(loss))"),
-                        ("value", "losses kept detached (losses.append(loss.detach()))"),
-                        ("graph+empty", "graphs kept, empty_cache() every step")]:  # fmt: skip
+    for keep, label in [
+        ("graph", "losses kept with their graphs (losses.append(loss))"),
+        ("value", "losses kept detached (losses.append(loss.detach()))"),
+        ("graph+empty", "graphs kept, empty_cache() every step"),
+    ]:
         losses = []
         for _ in range(steps):
             loss = model(inputs).square().mean()

@@ -82,9 +82,11 @@ def data_root() -> Path:
     except OSError as error:
         where = f"{DATA_DIR_ENV_VAR}={configured}" if configured else "the default data folder"
         raise NotADirectoryError(
-            error.errno, f"{where}: cannot use {root} as the data folder ({error.strerror or error}); set "
-            f"{DATA_DIR_ENV_VAR} to a folder (it is created if missing)", str(root),
-        ) from error  # fmt: skip
+            error.errno,
+            f"{where}: cannot use {root} as the data folder ({error.strerror or error}); set "
+            f"{DATA_DIR_ENV_VAR} to a folder (it is created if missing)",
+            str(root),
+        ) from error
 
 
 def offline_requested() -> bool:

@@ -28,8 +28,13 @@ def jpeg_decode_benchmark(paths: list[Path], device: torch.device, repeats: int 
             decode()
         if sync is not None:
             synchronize(sync)
-        rows.append({"decoder": name, "includes": includes,
-                     "images_per_s": repeats * len(paths) / (time.perf_counter() - start)})  # fmt: skip
+        rows.append(
+            {
+                "decoder": name,
+                "includes": includes,
+                "images_per_s": repeats * len(paths) / (time.perf_counter() - start),
+            }
+        )
 
     # the rows do not do the same work: what each includes is said beside its rate
     timed(
@@ -46,8 +51,13 @@ def jpeg_decode_benchmark(paths: list[Path], device: torch.device, repeats: int 
             device,
         )
     else:
-        rows.append({"decoder": "torchvision.io.decode_jpeg on CUDA", "images_per_s": None,
-                     "note": "skipped: no CUDA device here"})  # fmt: skip
+        rows.append(
+            {
+                "decoder": "torchvision.io.decode_jpeg on CUDA",
+                "images_per_s": None,
+                "note": "skipped: no CUDA device here",
+            }
+        )
     rows.append(_dali_row(paths, repeats, device))
     return rows
 
@@ -57,8 +67,11 @@ def _dali_row(paths: list[Path], repeats: int, device: torch.device) -> dict[str
     try:
         from nvidia.dali import fn, pipeline_def
     except ImportError:
-        return {"decoder": "NVIDIA DALI", "images_per_s": None,
-                "note": "skipped: DALI is not installed (optional: pip install nvidia-dali-cuda120)"}  # fmt: skip
+        return {
+            "decoder": "NVIDIA DALI",
+            "images_per_s": None,
+            "note": "skipped: DALI is not installed (optional: pip install nvidia-dali-cuda120)",
+        }
     if device.type != "cuda":
         return {"decoder": "NVIDIA DALI", "images_per_s": None, "note": "skipped: DALI decodes on a GPU"}
     batch = len(paths)
@@ -74,5 +87,8 @@ def _dali_row(paths: list[Path], repeats: int, device: torch.device) -> dict[str
     start = time.perf_counter()
     for _ in range(repeats):
         pipe.run()
-    return {"decoder": "NVIDIA DALI (file reader + mixed decoder)", "includes": "reads each file, decodes on the GPU",
-            "images_per_s": repeats * batch / (time.perf_counter() - start)}  # fmt: skip
+    return {
+        "decoder": "NVIDIA DALI (file reader + mixed decoder)",
+        "includes": "reads each file, decodes on the GPU",
+        "images_per_s": repeats * batch / (time.perf_counter() - start),
+    }

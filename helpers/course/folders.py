@@ -51,8 +51,9 @@ def _photo_cuts(photo: np.ndarray, count: int, size: tuple[int, int], rng: np.ra
     for i in range(count):
         width, height = size if i % 5 else size[::-1]
         zoom = rng.uniform(1.0, 1.6) * max(width / source.width, height / source.height)
-        scaled = source.resize((max(width, round(source.width * zoom)), max(height, round(source.height * zoom))),
-                               Image.Resampling.BICUBIC)  # fmt: skip
+        scaled = source.resize(
+            (max(width, round(source.width * zoom)), max(height, round(source.height * zoom))), Image.Resampling.BICUBIC
+        )
         x, y = rng.integers(0, scaled.width - width + 1), rng.integers(0, scaled.height - height + 1)
         cut = scaled.crop((int(x), int(y), int(x) + width, int(y) + height))
         cuts.append(cut.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if rng.random() < 0.5 else cut)
@@ -86,8 +87,9 @@ def write_jpeg_folder_standin(
 def prepare_jpeg_folder(images_per_class: int, image_size: tuple[int, int]) -> Path:
     """The stand-in folder for these sizes under the course's data folder."""
     name = f"standin-{images_per_class}x10-{image_size[0]}x{image_size[1]}"
-    return write_jpeg_folder_standin(data_root() / "jpeg-folder" / name, images_per_class=images_per_class,
-                                     image_size=image_size)  # fmt: skip
+    return write_jpeg_folder_standin(
+        data_root() / "jpeg-folder" / name, images_per_class=images_per_class, image_size=image_size
+    )
 
 
 # --- what every rung ends in -----------------------------------------------------------------------------------------
@@ -95,17 +97,26 @@ def prepare_jpeg_folder(images_per_class: int, image_size: tuple[int, int]) -> P
 
 def post_transform(size: int = 224) -> Callable[[Image.Image], torch.Tensor]:
     """The CIFAR post's per-sample PIL pipeline at `size`: RandomResizedCrop, flip, ColorJitter, ToTensor, Normalize."""
-    return transforms.Compose([
-        transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip(), transforms.ColorJitter(0.2, 0.2, 0.2),
-        transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
-    ])  # fmt: skip
+    return transforms.Compose(
+        [
+            transforms.RandomResizedCrop(size),
+            transforms.RandomHorizontalFlip(),
+            transforms.ColorJitter(0.2, 0.2, 0.2),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
 
 
 def finish_on_device(jitter: float = 0.2) -> nn.Sequential:
     """What is left after crop + flip in the workers, done on the uint8 batch: to float, ColorJitter, Normalize,
     channels_last."""
-    return nn.Sequential(ToUnitFloat(), K.ColorJitter(jitter, jitter, jitter, 0.0, p=1.0),
-                         K.Normalize(torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)), ToChannelsLast())  # fmt: skip
+    return nn.Sequential(
+        ToUnitFloat(),
+        K.ColorJitter(jitter, jitter, jitter, 0.0, p=1.0),
+        K.Normalize(torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)),
+        ToChannelsLast(),
+    )
 
 
 class OnDevice:
@@ -176,19 +187,36 @@ def classifier(name: str) -> Callable[[], nn.Module]:
 def _workers_loader(dataset: Dataset, batch: int, workers: int, *, collate: Callable | None = None) -> DataLoader:
     """A DataLoader with the course's seeding, `workers` persistent workers, optionally a list collate."""
     if collate is None:
-        return make_loader(dataset, batch, num_workers=workers, persistent_workers=workers > 0,
-                           samples_per_epoch=SAMPLES)  # fmt: skip
+        return make_loader(
+            dataset, batch, num_workers=workers, persistent_workers=workers > 0, samples_per_epoch=SAMPLES
+        )
     # torch's Dataset declares no __len__ (an iterable-style one has none); RandomSampler is for a map-style one
     sampler = torch.utils.data.RandomSampler(dataset, num_samples=SAMPLES, generator=loader_generator(0))  # type: ignore[arg-type]
     extra: dict[str, Any] = {"persistent_workers": True, "prefetch_factor": 2} if workers else {}
-    return DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True, num_workers=workers,
-                      worker_init_fn=seed_worker, generator=loader_generator(0), collate_fn=collate, **extra)  # fmt: skip
+    return DataLoader(
+        dataset,
+        batch_size=batch,
+        sampler=sampler,
+        drop_last=True,
+        num_workers=workers,
+        worker_init_fn=seed_worker,
+        generator=loader_generator(0),
+        collate_fn=collate,
+        **extra,
+    )
 
 
 def folder_ladder(
-    folder: Path, store: ResizedStore, shards: list[Path], *, device: torch.device, size: int, batch: int,
-    workers: int, model: Callable[[], nn.Module],
-) -> list[Rung]:  # fmt: skip
+    folder: Path,
+    store: ResizedStore,
+    shards: list[Path],
+    *,
+    device: torch.device,
+    size: int,
+    batch: int,
+    workers: int,
+    model: Callable[[], nn.Module],
+) -> list[Rung]:
     """07's rungs, each ending in the same normalised channels_last batch of `size`-px RandomResizedCrop + flip +
     ColorJitter crops on `device`, fed to the same model: the post's pipeline, reduced-size decoding, the store,
     decoding in a batch with the augmentation on the device, and WebDataset shards."""
@@ -196,8 +224,14 @@ def folder_ladder(
     cuda = device.type == "cuda"
 
     def post() -> Iterable:
-        return make_loader(ImageFolder(str(folder), transform=post_transform(size)), batch, num_workers=workers,
-                           persistent_workers=True, pin_memory=cuda, samples_per_epoch=SAMPLES)  # fmt: skip
+        return make_loader(
+            ImageFolder(str(folder), transform=post_transform(size)),
+            batch,
+            num_workers=workers,
+            persistent_workers=True,
+            pin_memory=cuda,
+            samples_per_epoch=SAMPLES,
+        )
 
     def reduced() -> Iterable:
         return OnDevice(_workers_loader(ReducedCropDataset(samples, size), batch, workers), finish_on_device(), device)
@@ -211,24 +245,60 @@ def folder_ladder(
 
     def sharded() -> Iterable:
         dataset = shard_dataset(shards, shard_crop(size), seed=0, shuffle_buffer=4 * batch).repeat()
-        loader = DataLoader(dataset.batched(batch), batch_size=None, num_workers=workers, worker_init_fn=seed_worker,
-                            persistent_workers=workers > 0)  # fmt: skip
+        loader = DataLoader(
+            dataset.batched(batch),
+            batch_size=None,
+            num_workers=workers,
+            worker_init_fn=seed_worker,
+            persistent_workers=workers > 0,
+        )
         return OnDevice(loader, finish_on_device(), device)
 
     where = "nvJPEG on the GPU, batched" if cuda else "libjpeg-turbo on the CPU, in the DataLoader"
     ahead = 2 * workers
     return [
-        Rung(f"the post: ImageFolder + PIL per sample, RandomResizedCrop({size}) + flip + ColorJitter, {workers} workers",
-             post, model, workers, classification_train_step, prefetched=ahead),
-        Rung(f"reduced-size JPEG decoding (draft, box first), crop + flip in {workers} workers; jitter on the device",
-             reduced, model, workers, classification_train_step, prefetched=ahead),
-        Rung(f"pre-resized uint8 store (short side {store.meta['short_side']}), crop + flip in {workers} workers; "
-             "jitter on the device", stored, model, workers, classification_train_step, prefetched=ahead),
-        Rung(f"whole JPEGs decoded ({where}), crop + flip + jitter on the device in one batch", batched_decode, model,
-             workers, classification_train_step, prefetched=ahead),
-        Rung(f"WebDataset shards ({len(shards)}), reduced-size decoding in {workers} workers; jitter on the device",
-             sharded, model, workers, classification_train_step, prefetched=ahead),
-    ]  # fmt: skip
+        Rung(
+            f"the post: ImageFolder + PIL per sample, RandomResizedCrop({size}) + flip + ColorJitter, {workers} workers",
+            post,
+            model,
+            workers,
+            classification_train_step,
+            prefetched=ahead,
+        ),
+        Rung(
+            f"reduced-size JPEG decoding (draft, box first), crop + flip in {workers} workers; jitter on the device",
+            reduced,
+            model,
+            workers,
+            classification_train_step,
+            prefetched=ahead,
+        ),
+        Rung(
+            f"pre-resized uint8 store (short side {store.meta['short_side']}), crop + flip in {workers} workers; "
+            "jitter on the device",
+            stored,
+            model,
+            workers,
+            classification_train_step,
+            prefetched=ahead,
+        ),
+        Rung(
+            f"whole JPEGs decoded ({where}), crop + flip + jitter on the device in one batch",
+            batched_decode,
+            model,
+            workers,
+            classification_train_step,
+            prefetched=ahead,
+        ),
+        Rung(
+            f"WebDataset shards ({len(shards)}), reduced-size decoding in {workers} workers; jitter on the device",
+            sharded,
+            model,
+            workers,
+            classification_train_step,
+            prefetched=ahead,
+        ),
+    ]
 
 
 def measure_folder_ladder(
@@ -244,8 +314,9 @@ def measure_folder_ladder(
     model_name: str,
 ) -> LadderRun:
     """07's ladder, built and run side by side in interleaved rounds (the one path for the notebook and any script)."""
-    rungs = folder_ladder(folder, store, shards, device=device, size=size, batch=batch, workers=workers,
-                          model=classifier(model_name))  # fmt: skip
+    rungs = folder_ladder(
+        folder, store, shards, device=device, size=size, batch=batch, workers=workers, model=classifier(model_name)
+    )
     rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
     described = describe_model(CLASSIFIERS[model_name][0], **CLASSIFIERS[model_name][1])
     return LadderRun(rows, timing, f"JPEG folder ladder, {size}-px crops, batch {batch}, {described} step", [])
@@ -257,8 +328,13 @@ def optional_rows() -> list[tuple[str, str]]:
     if importlib.util.find_spec("nvidia") is None or importlib.util.find_spec("nvidia.dali") is None:
         missing.append(("NVIDIA DALI", "not installed here (pip install nvidia-dali-cuda120; CUDA only)"))
     if importlib.util.find_spec("ffcv") is None:
-        missing.append(("FFCV", "not installed here (pip install ffcv builds against OpenCV and libjpeg-turbo "
-                                "development files, which a plain venv does not have)"))  # fmt: skip
+        missing.append(
+            (
+                "FFCV",
+                "not installed here (pip install ffcv builds against OpenCV and libjpeg-turbo "
+                "development files, which a plain venv does not have)",
+            )
+        )
     return missing
 
 
@@ -282,19 +358,24 @@ def rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
             f"{row['name']}: loader alone {_span(rate, spread)} samples/s ({against}); fed end to end "
             f"{_span(row['fed_samples_per_s'], row.get('fed_samples_per_s_range'))} samples/s, efficiency "
             f"{efficiency_text(row)}; doctor: {row['doctor']}"
-        )  # fmt: skip
+        )
     return lines
 
 
 def storage_verdict(rows: list[dict[str, Any]]) -> str:
     """Folder (reduced decoding), store and shards side by side, loader alone, from the ladder's rows."""
-    by_name = {key: next(r for r in rows if r["name"].startswith(prefix)) for key, prefix in
-               (("folder", "reduced"), ("store", "pre-resized"), ("shards", "WebDataset"))}  # fmt: skip
+    by_name = {
+        key: next(r for r in rows if r["name"].startswith(prefix))
+        for key, prefix in (("folder", "reduced"), ("store", "pre-resized"), ("shards", "WebDataset"))
+    }
     ranked = sorted(by_name.items(), key=lambda item: -item[1]["loader_samples_per_s"])
     (best, top), (runner_up, second) = ranked[0], ranked[1]
     ratio = ratio_with_range(*_rate(top, LOADER), *_rate(second, LOADER), pick=(best, runner_up))
-    head = (f"{best} against {runner_up}, {ratio}" if "within the noise" in ratio
-            else f"{best} is fastest here, {ratio} {runner_up}")  # fmt: skip
+    head = (
+        f"{best} against {runner_up}, {ratio}"
+        if "within the noise" in ratio
+        else f"{best} is fastest here, {ratio} {runner_up}"
+    )
     rates = ", ".join(f"{key} {_span(*_rate(row, LOADER))} samples/s" for key, row in by_name.items())
     return f"On this machine's local disk, loader alone: {head} ({rates})."
 

@@ -40,7 +40,7 @@ from .baselines import (
     export_image_folder,
     native_size_transform,
     seed_post_transform,
-)  # fmt: skip
+)
 from .cifar_peers import CROP_FLIP_RUNG, FFCV_AHEAD, FFCV_MISSING, FFCV_RUNG, crop_flip_build, ffcv_cifar_build
 from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
 from .profiles import Profile, resolve_profile
@@ -77,9 +77,11 @@ def sr_memory_by_scale(paths: list[Path], scales: tuple[int, ...] = (2, 3, 4)) -
 
 
 def plain_train_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     memory_format: torch.memory_format = torch.contiguous_format,
-) -> Callable[[Any], float]:  # fmt: skip
+) -> Callable[[Any], float]:
     """A plain fp32 step for benchmarking loaders: takes an (inputs, targets) batch on the device; uint8 tensors are
     made float in [0, 1] here, on the device, as a fast pipeline sends them, and image batches are put in
     `memory_format` (a no-op when they arrive in it). Every rung's batches thus reach the model in one layout: the
@@ -161,13 +163,19 @@ def _build(rung: Rung, device: torch.device, turn_s: float, cores: int, busy: in
     threads = max(1, cores - rung.workers - busy)
     torch.manual_seed(0)
     with intra_op_threads(threads):
-        probe = PipelineProbe(rung.build(), rung.make_step(rung.model().to(device)), device, premade=2,
-                              warmup=max(1, rung.workers))  # fmt: skip
+        probe = PipelineProbe(
+            rung.build(), rung.make_step(rung.model().to(device)), device, premade=2, warmup=max(1, rung.workers)
+        )
         probe.drain(rung.prefetched or None)  # batches its workers made ahead would make the loader look instant
         seconds_per_batch = 2 / probe.loader_block(2) * probe.batch_samples
         probe.forget(loader=True)
-        turn = _Turn(rung, probe, steps_in_budget(turn_s / 3, seconds_per_batch, maximum=200),
-                     steps_in_budget(2 * turn_s / 3, probe.seconds_per_pair(), maximum=100), threads)  # fmt: skip
+        turn = _Turn(
+            rung,
+            probe,
+            steps_in_budget(turn_s / 3, seconds_per_batch, maximum=200),
+            steps_in_budget(2 * turn_s / 3, probe.seconds_per_pair(), maximum=100),
+            threads,
+        )
     probe.pause()
     return turn
 
@@ -186,8 +194,11 @@ def _take_turn(turn: _Turn) -> None:
 def cpu_budget_text(rungs: list[Rung], cores: int, busy: int = 0) -> str:
     """The CPU budget each rung is measured under: its workers plus the timed process's intra-op threads, less the
     `busy` cores other processes kept busy when the ladder started."""
-    parts = [f"'{r.name}' {r.workers} worker{'s' * (r.workers != 1)} + {max(1, cores - r.workers - busy)} intra-op "
-             f"thread{'s' * (max(1, cores - r.workers - busy) != 1)}" for r in rungs]  # fmt: skip
+    parts = [
+        f"'{r.name}' {r.workers} worker{'s' * (r.workers != 1)} + {max(1, cores - r.workers - busy)} intra-op "
+        f"thread{'s' * (max(1, cores - r.workers - busy) != 1)}"
+        for r in rungs
+    ]
     others = f", {busy} of them kept busy by other processes when the ladder started" if busy else ""
     return f"CPU budget on {cores} cores{others} (workers + the timed process's intra-op threads): " + "; ".join(parts)
 
@@ -219,8 +230,10 @@ def run_ladder(
             turn.probe.close()
     for row in rows:
         row["loader_vs_first"] = row["loader_samples_per_s"] / rows[0]["loader_samples_per_s"]
-    timing = (f"{cpu_budget_text(rungs, cores, busy)}\nbuilding and warming up the rungs took {built - started:.0f} s; "
-              f"{done} of {rounds} rounds took {time.perf_counter() - built:.0f} s (budget {budget:.0f} s)")  # fmt: skip
+    timing = (
+        f"{cpu_budget_text(rungs, cores, busy)}\nbuilding and warming up the rungs took {built - started:.0f} s; "
+        f"{done} of {rounds} rounds took {time.perf_counter() - built:.0f} s (budget {budget:.0f} s)"
+    )
     return rows, timing
 
 
@@ -246,17 +259,30 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
     # the doctor reads the efficiency the table prints (fed median over pre-made median), not a second one
     as_printed = dataclasses.replace(fed, pipeline_efficiency=efficiency, efficiency_range=efficiency_range)
     return {
-        "name": turn.rung.name, "role": turn.rung.role, "bounds": turn.rung.bounds, "model_note": turn.rung.model_note,
-        "workers": turn.rung.workers, "threads": turn.threads,
-        "loader_samples_per_s": alone, "loader_samples_per_s_range": alone_range,
-        "fed_samples_per_s": fed_rate, "fed_samples_per_s_range": fed_range,
-        "premade_samples_per_s": premade, "premade_samples_per_s_range": premade_range,
-        "pipeline_efficiency": efficiency, "efficiency_range": efficiency_range,
-        "data_wait_ms": fed.data_wait_ms, "compute_ms": fed.compute_ms, "premade_step_ms": fed.premade_step_ms,
-        "rounds": len(probe.rates("alone")), "steps_per_turn": turn.steps, "peak_device_mib": fed.peak_device_mib,
-        "load": fed.load.as_dict() if fed.load else None, "load_note": fed.load.note() if busy and fed.load else "",
+        "name": turn.rung.name,
+        "role": turn.rung.role,
+        "bounds": turn.rung.bounds,
+        "model_note": turn.rung.model_note,
+        "workers": turn.rung.workers,
+        "threads": turn.threads,
+        "loader_samples_per_s": alone,
+        "loader_samples_per_s_range": alone_range,
+        "fed_samples_per_s": fed_rate,
+        "fed_samples_per_s_range": fed_range,
+        "premade_samples_per_s": premade,
+        "premade_samples_per_s_range": premade_range,
+        "pipeline_efficiency": efficiency,
+        "efficiency_range": efficiency_range,
+        "data_wait_ms": fed.data_wait_ms,
+        "compute_ms": fed.compute_ms,
+        "premade_step_ms": fed.premade_step_ms,
+        "rounds": len(probe.rates("alone")),
+        "steps_per_turn": turn.steps,
+        "peak_device_mib": fed.peak_device_mib,
+        "load": fed.load.as_dict() if fed.load else None,
+        "load_note": fed.load.note() if busy and fed.load else "",
         "doctor": diagnose_pipeline(as_printed, num_workers=turn.rung.workers, cpu_cores=cores).splitlines()[0],
-    }  # fmt: skip
+    }
 
 
 def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
@@ -340,8 +366,15 @@ def sr_ladder(
 
     def cached():  # uint8 all the way to the device; the step makes it float there
         cache = DecodedSRCache(paths, scale=scale)
-        return CachedCropLoader(cache, batch_size=batch_size, hr_crop=hr_crop, batches_per_epoch=Profile.endless,
-                                seed=seed, device=device, as_float=False)  # fmt: skip
+        return CachedCropLoader(
+            cache,
+            batch_size=batch_size,
+            hr_crop=hr_crop,
+            batches_per_epoch=Profile.endless,
+            seed=seed,
+            device=device,
+            as_float=False,
+        )
 
     def upscaled_input_model():
         return ESPCN(scale=1)  # the same network on pre-upscaled inputs: 16x the pixels at x4
@@ -349,25 +382,50 @@ def sr_ladder(
     def lr_input_model():
         return ESPCN(scale=scale)
 
-    hr_model = (f"ESPCN on pre-upscaled HR-size inputs: {scale * scale}x the pixels of the other rungs' model, so "
-                "its fed rate and efficiency are not like for like")  # fmt: skip
+    hr_model = (
+        f"ESPCN on pre-upscaled HR-size inputs: {scale * scale}x the pixels of the other rungs' model, so "
+        "its fed rate and efficiency are not like for like"
+    )
     return [
-        Rung("naive: pre-upscaled files from disk (seed's traditional way)", naive_disk, upscaled_input_model,
-             model_note=hr_model, role="seed post"),
-        Rung("naive: pre-upscaled float tensors in memory", naive_memory, upscaled_input_model, model_note=hr_model,
-             role="in memory"),
+        Rung(
+            "naive: pre-upscaled files from disk (seed's traditional way)",
+            naive_disk,
+            upscaled_input_model,
+            model_note=hr_model,
+            role="seed post",
+        ),
+        Rung(
+            "naive: pre-upscaled float tensors in memory",
+            naive_memory,
+            upscaled_input_model,
+            model_note=hr_model,
+            role="in memory",
+        ),
         Rung("lazy crop, num_workers=0", lazy_plain, lr_input_model, role="lazy crop"),
-        Rung(f"lazy crop, {workers} worker{'s' * (workers != 1)}, prefetch 4, persistent", lazy_tuned, lr_input_model, workers,
-             role="lazy crop, workers"),
-        Rung("decoded uint8 cache, batch crops (uint8 out: the step makes it float)", cached, lr_input_model,
-             role="decoded cache"),
-    ]  # fmt: skip
+        Rung(
+            f"lazy crop, {workers} worker{'s' * (workers != 1)}, prefetch 4, persistent",
+            lazy_tuned,
+            lr_input_model,
+            workers,
+            role="lazy crop, workers",
+        ),
+        Rung(
+            "decoded uint8 cache, batch crops (uint8 out: the step makes it float)",
+            cached,
+            lr_input_model,
+            role="decoded cache",
+        ),
+    ]
 
 
 def seed_post_batch(
-    model: Callable[[], nn.Module], *, device: torch.device, wanted: int, step_s: float | None = None,
+    model: Callable[[], nn.Module],
+    *,
+    device: torch.device,
+    wanted: int,
+    step_s: float | None = None,
     threads: int | None = None,
-) -> tuple[int, str]:  # fmt: skip
+) -> tuple[int, str]:
     """The batch the post's 224-px pipeline can train at here: one step measured, scaled to the free memory (halved
     on a CUDA out-of-memory error) and, with `step_s`, to a step of at most about that many seconds (timed at a
     representative batch after a warm-up, checked at the batch chosen; the sentence gives the predicted step time),
@@ -383,9 +441,10 @@ def seed_post_batch(
     if step_s is not None:
         with intra_op_threads(threads or torch.get_num_threads()):
             batch, _, timed = batch_for_step_time(
-                lambda n: seconds_per_call(lambda: run(n), calls=1, warmup=0, device=device), largest=batch,
+                lambda n: seconds_per_call(lambda: run(n), calls=1, warmup=0, device=device),
+                largest=batch,
                 step_s=step_s,
-            )  # fmt: skip
+            )
         why += f"; {timed}" + (f", with the rung's {threads} intra-op thread{'s' * (threads != 1)}" if threads else "")
     return batch, why
 
@@ -425,34 +484,82 @@ def cifar_ladder(
 
     def seed_post():
         dataset = ImageFolder(str(image_folder), transform=seed_post_transform())
-        return make_loader(dataset, seed_batch, seed=seed, num_workers=seed_workers, pin_memory=pin,
-                           persistent_workers=True, samples_per_epoch=samples)  # fmt: skip
+        return make_loader(
+            dataset,
+            seed_batch,
+            seed=seed,
+            num_workers=seed_workers,
+            pin_memory=pin,
+            persistent_workers=True,
+            samples_per_epoch=samples,
+        )
 
     def native_pil():
         dataset = ImageFolder(str(image_folder), transform=native_size_transform())
-        return make_loader(dataset, batch_size, seed=seed, num_workers=seed_workers, pin_memory=pin,
-                           persistent_workers=True, samples_per_epoch=samples)  # fmt: skip
+        return make_loader(
+            dataset,
+            batch_size,
+            seed=seed,
+            num_workers=seed_workers,
+            pin_memory=pin,
+            persistent_workers=True,
+            samples_per_epoch=samples,
+        )
 
     def on_device(augment: bool):
         def build():
             transform = make_augment() if augment else ceiling_conversion(make_augment())
-            return DeviceTensorLoader(images, labels, batch_size=batch_size, device=device, augment=transform.to(device),
-                                      drop_last=True, seed=seed)  # fmt: skip
+            return DeviceTensorLoader(
+                images,
+                labels,
+                batch_size=batch_size,
+                device=device,
+                augment=transform.to(device),
+                drop_last=True,
+                seed=seed,
+            )
 
         return build
 
     capped = " (the post's 4, capped by this machine's CPU budget)" if seed_workers < 4 else ""
     return [
-        Rung(f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} worker{'s' * (seed_workers != 1)}{capped}, "
-             f"batch {seed_batch}", seed_post, model, seed_workers, classification_train_step, role="seed post",
-             model_note="the same network on 224-px crops: (224/32)^2 = 49x the pixels of a 32-px image"),
-        Rung(f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} worker{'s' * (seed_workers != 1)}",
-             native_pil, model, seed_workers, classification_train_step, role="native size"),
-        Rung(f"whole dataset as uint8 on the device + {what}", on_device(True), model, 0, classification_train_step, role="device"),
-        Rung("whole dataset as uint8 on the device, no augmentation, the same conversion to normalised float (the "
-             "ceiling)", on_device(False), model, 0,
-             classification_train_step, role="ceiling", bounds="device"),
-    ]  # fmt: skip
+        Rung(
+            f"seed post: ImageFolder PNG + PIL per sample, RandomResizedCrop(224), {seed_workers} worker{'s' * (seed_workers != 1)}{capped}, "
+            f"batch {seed_batch}",
+            seed_post,
+            model,
+            seed_workers,
+            classification_train_step,
+            role="seed post",
+            model_note="the same network on 224-px crops: (224/32)^2 = 49x the pixels of a 32-px image",
+        ),
+        Rung(
+            f"ImageFolder PNG + PIL per sample at 32 px (crop, flip, jitter, grayscale), {seed_workers} worker{'s' * (seed_workers != 1)}",
+            native_pil,
+            model,
+            seed_workers,
+            classification_train_step,
+            role="native size",
+        ),
+        Rung(
+            f"whole dataset as uint8 on the device + {what}",
+            on_device(True),
+            model,
+            0,
+            classification_train_step,
+            role="device",
+        ),
+        Rung(
+            "whole dataset as uint8 on the device, no augmentation, the same conversion to normalised float (the "
+            "ceiling)",
+            on_device(False),
+            model,
+            0,
+            classification_train_step,
+            role="ceiling",
+            bounds="device",
+        ),
+    ]
 
 
 # --- one construction path per ladder: the notebooks and python -m helpers.bench -----------------------------------
@@ -486,8 +593,9 @@ def measure_sr_ladder(
     rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=scale, hr_crop=hr_crop, workers=workers)
     if peers:
         pngs = png_copies(paths, data_root() / "png-copies" / f"{paths[0].parent.name}-{len(paths)}")
-        png_rung = sr_ladder(pngs, device=device, batch_size=batch_size, scale=scale, hr_crop=hr_crop,
-                             workers=workers)[3]  # fmt: skip
+        png_rung = sr_ladder(pngs, device=device, batch_size=batch_size, scale=scale, hr_crop=hr_crop, workers=workers)[
+            3
+        ]
         png_rung.name = png_rung.name.replace("lazy crop", "lazy crop on PNG copies of the same images")
         png_rung.role = "lazy crop on PNG"
         rungs.insert(4, png_rung)
@@ -499,8 +607,12 @@ def measure_sr_ladder(
 def cifar_image_folder(images: torch.Tensor, labels: torch.Tensor, source: Any) -> Path:
     """The images as an ImageFolder of PNGs (what the seed post's pipeline reads), written once per data set and size."""
     slug = "standin" if source.is_standin else "cifar10"
-    return export_image_folder(images, labels, class_names=cifar10_class_names(source.root),
-                               dest=data_root() / "imagefolder" / f"{slug}-{len(images)}")  # fmt: skip
+    return export_image_folder(
+        images,
+        labels,
+        class_names=cifar10_class_names(source.root),
+        dest=data_root() / "imagefolder" / f"{slug}-{len(images)}",
+    )
 
 
 def _cifar_peers(
@@ -515,10 +627,25 @@ def _cifar_peers(
 ) -> list[str]:
     """The bench's peers before the ceiling: the shipped crop + flip configuration, and FFCV doing the same work where
     it is installed; returns the notes to print (why there is no FFCV row)."""
-    rungs.insert(-1, Rung(CROP_FLIP_RUNG, crop_flip_build(images, labels, device=device, batch_size=batch_size), model,
-                          0, classification_train_step, role="crop + flip"))  # fmt: skip
-    ffcv = ffcv_cifar_build(images, labels, dest=data_root() / "ffcv" / f"{slug}.beton", device=device,
-                            batch_size=batch_size, workers=max(1, usable_cpu_count()))  # fmt: skip
+    rungs.insert(
+        -1,
+        Rung(
+            CROP_FLIP_RUNG,
+            crop_flip_build(images, labels, device=device, batch_size=batch_size),
+            model,
+            0,
+            classification_train_step,
+            role="crop + flip",
+        ),
+    )
+    ffcv = ffcv_cifar_build(
+        images,
+        labels,
+        dest=data_root() / "ffcv" / f"{slug}.beton",
+        device=device,
+        batch_size=batch_size,
+        workers=max(1, usable_cpu_count()),
+    )
     if ffcv is None:
         return [f"FFCV: no row ({FFCV_MISSING}; pip install ffcv, with OpenCV and libjpeg-turbo development files)"]
     rungs.insert(-1, Rung(FFCV_RUNG, ffcv, model, 0, classification_train_step, prefetched=FFCV_AHEAD + 1, role="FFCV"))
@@ -544,18 +671,31 @@ def measure_cifar_ladder(
     model = functools.partial(build_model, profile.cifar_ladder_model)  # models.py: the one home of the choice
     cores = usable_cpu_count()
     seed_workers = min(4, cpu_budget(cores, cores)[0])  # cifar_ladder's seed-post workers: the step keeps the rest
-    seed_batch, why = seed_post_batch(model, device=device, wanted=batch_size, step_s=profile.ladder_turn_s / 3,
-                                      threads=cpu_budget(seed_workers, cores, busy_cores())[1])  # fmt: skip
-    rungs = cifar_ladder(images, labels, image_folder=image_folder, device=device, batch_size=batch_size,
-                         seed_batch=seed_batch, model=model, workers=max(1, usable_cpu_count()),
-                         augment=augment)  # fmt: skip
+    seed_batch, why = seed_post_batch(
+        model,
+        device=device,
+        wanted=batch_size,
+        step_s=profile.ladder_turn_s / 3,
+        threads=cpu_budget(seed_workers, cores, busy_cores())[1],
+    )
+    rungs = cifar_ladder(
+        images,
+        labels,
+        image_folder=image_folder,
+        device=device,
+        batch_size=batch_size,
+        seed_batch=seed_batch,
+        model=model,
+        workers=max(1, usable_cpu_count()),
+        augment=augment,
+    )
     notes = [f"the post's 224-px rung: {why}"]
     if peers:
-        notes += _cifar_peers(rungs, images, labels, model=model, device=device, batch_size=batch_size,
-                              slug=image_folder.name)  # fmt: skip
+        notes += _cifar_peers(
+            rungs, images, labels, model=model, device=device, batch_size=batch_size, slug=image_folder.name
+        )
     rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
-    label = (f"batch {batch_size}, {len(images)} images, "
-             f"{describe_model(profile.cifar_ladder_model)} training step")  # fmt: skip
+    label = f"batch {batch_size}, {len(images)} images, {describe_model(profile.cifar_ladder_model)} training step"
     return LadderRun(rows, timing, label, notes)
 
 
@@ -565,8 +705,15 @@ def measure_cifar_ladder(
 def _sr_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[LadderRun, Any]:
     source = prepare_bsds300(progress=False)
     paths = bsds300_split(source.root, "train")
-    return measure_sr_ladder(paths, profile=profile, device=device, scale=args.scale, hr_crop=args.hr_crop,
-                             batch_size=args.batch_size, peers=True), source  # fmt: skip
+    return measure_sr_ladder(
+        paths,
+        profile=profile,
+        device=device,
+        scale=args.scale,
+        hr_crop=args.hr_crop,
+        batch_size=args.batch_size,
+        peers=True,
+    ), source
 
 
 def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[LadderRun, Any]:
@@ -575,8 +722,9 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
     if profile.cifar_images:
         images, labels = images[: profile.cifar_images], labels[: profile.cifar_images]
     folder = cifar_image_folder(images, labels, source)
-    return measure_cifar_ladder(images, labels, image_folder=folder, profile=profile, device=device,
-                                batch_size=args.batch_size, peers=True), source  # fmt: skip
+    return measure_cifar_ladder(
+        images, labels, image_folder=folder, profile=profile, device=device, batch_size=args.batch_size, peers=True
+    ), source
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -602,9 +750,15 @@ def main(argv: list[str] | None = None) -> int:
     print(ladder_table(run.rows, profile.label(f"{label}\n{environment}")))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"ladder": args.ladder, **provenance(profile=profile.name, device=device, rows=run.rows),
-                   "label": label, "environment": environment, "data": source.describe(), "timing": run.timing,
-                   "rungs": run.rows}  # fmt: skip
+        payload = {
+            "ladder": args.ladder,
+            **provenance(profile=profile.name, device=device, rows=run.rows),
+            "label": label,
+            "environment": environment,
+            "data": source.describe(),
+            "timing": run.timing,
+            "rungs": run.rows,
+        }
         args.json.write_text(json.dumps(payload, indent=2))
         print(f"\nwrote {args.json}")
     return 0

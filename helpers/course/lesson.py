@@ -48,8 +48,10 @@ class Lesson:
     def finish(self) -> str:
         """One line with the notebook's measured wall time against the runner's limit for this profile."""
         seconds = time.perf_counter() - self.started
-        return (f"this notebook ran {seconds:.0f} s on {device_name(self.device)} in the {self.profile.name} profile "
-                f"(the course runner stops a notebook after {self.profile.notebook_limit_s} s)")  # fmt: skip
+        return (
+            f"this notebook ran {seconds:.0f} s on {device_name(self.device)} in the {self.profile.name} profile "
+            f"(the course runner stops a notebook after {self.profile.notebook_limit_s} s)"
+        )
 
 
 def start_lesson(requested_profile: str = "auto", *, seed: int = 0) -> Lesson:

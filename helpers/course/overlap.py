@@ -35,8 +35,13 @@ class SlowWorkerDataset(Dataset):
 def _summary(name: str, seconds: list[float], batches: int, note: str = "") -> dict[str, Any]:
     """A row: median batches/s over rounds with its (low, high) range."""
     rates = [batches / s for s in seconds]
-    return {"name": name, "batches_per_s": statistics.median(rates), "range": (min(rates), max(rates)),
-            "rounds": len(rates), "note": note}  # fmt: skip
+    return {
+        "name": name,
+        "batches_per_s": statistics.median(rates),
+        "range": (min(rates), max(rates)),
+        "rounds": len(rates),
+        "note": note,
+    }
 
 
 def in_order_rows(
@@ -58,8 +63,10 @@ def in_order_rows(
                 raise AssertionError(f"in_order={in_order} lost or repeated batches: {order}")
             orders.setdefault(in_order, order)
     note = f"2 workers, worker 0 makes each sample in {slow_s * 1e3:.0f} ms, worker 1 in {fast_s * 1e3:.0f} ms"
-    return [{**_summary("in_order=True (the default)", times[True], batches, note), "order": orders[True]},
-            {**_summary("in_order=False", times[False], batches, note), "order": orders[False]}]  # fmt: skip
+    return [
+        {**_summary("in_order=True (the default)", times[True], batches, note), "order": orders[True]},
+        {**_summary("in_order=False", times[False], batches, note), "order": orders[False]},
+    ]
 
 
 def _timed(fn: Callable[[], Any], device: torch.device) -> float:
@@ -77,12 +84,16 @@ def copy_rows(device: torch.device, *, batch: int, side: int, copies: int, round
     pinned = pageable.pin_memory()
     ways: dict[str, Callable[[], Any]] = {
         "pageable, .to(device)": lambda: [pageable.to(device) for _ in range(copies)],
-        "pageable, .to(device, non_blocking=True)": lambda: [pageable.to(device, non_blocking=True) for _ in range(copies)],
-        ".pin_memory() per batch, then non_blocking": lambda: [pageable.pin_memory().to(device, non_blocking=True)
-                                                               for _ in range(copies)],
-        "pinned once (DataLoader pin_memory=True), non_blocking": lambda: [pinned.to(device, non_blocking=True)
-                                                                           for _ in range(copies)],
-    }  # fmt: skip
+        "pageable, .to(device, non_blocking=True)": lambda: [
+            pageable.to(device, non_blocking=True) for _ in range(copies)
+        ],
+        ".pin_memory() per batch, then non_blocking": lambda: [
+            pageable.pin_memory().to(device, non_blocking=True) for _ in range(copies)
+        ],
+        "pinned once (DataLoader pin_memory=True), non_blocking": lambda: [
+            pinned.to(device, non_blocking=True) for _ in range(copies)
+        ],
+    }
     times: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(rounds):
         for name, fn in ways.items():

@@ -67,11 +67,18 @@ def plot_ladder(rows: Sequence[dict], title: str = "") -> plt.Figure:
         if row.get("model_note"):
             bar.set_hatch("//")
             bar.set_facecolor("tab:olive")
-    right.scatter([r["premade_samples_per_s"] for r in rows], positions, marker="|", s=400, color="black",
-                  label="same step on pre-made batches")  # fmt: skip
+    right.scatter(
+        [r["premade_samples_per_s"] for r in rows],
+        positions,
+        marker="|",
+        s=400,
+        color="black",
+        label="same step on pre-made batches",
+    )
     for position, row in zip(positions, rows):
-        right.annotate(f" efficiency {efficiency_cell(row)}", (row["fed_samples_per_s"], position),
-                       va="center", fontsize="small")  # fmt: skip
+        right.annotate(
+            f" efficiency {efficiency_cell(row)}", (row["fed_samples_per_s"], position), va="center", fontsize="small"
+        )
     right.set_xlabel("end to end, feeding the model: samples/s")
     right.legend(loc="lower right", fontsize="small")
     figure.suptitle(title)
@@ -85,8 +92,15 @@ def plot_cpu_budget(rows: Sequence[dict], *, cores: int, title: str = "") -> plt
     threads exceed the cores, and the cores marked."""
     figure, (rate_axis, compute_axis) = plt.subplots(1, 2, figsize=(12, 4.2))
     for threads, pinned in sorted({(r.get("intra_op_threads") or cores, r["pin_memory"]) for r in rows}):
-        group = sorted((r for r in rows if (r.get("intra_op_threads") or cores, r["pin_memory"]) == (threads, pinned)
-                        and (r["prefetch_factor"] or 2) == 2), key=lambda r: r["num_workers"])  # fmt: skip
+        group = sorted(
+            (
+                r
+                for r in rows
+                if (r.get("intra_op_threads") or cores, r["pin_memory"]) == (threads, pinned)
+                and (r["prefetch_factor"] or 2) == 2
+            ),
+            key=lambda r: r["num_workers"],
+        )
         x = [r["num_workers"] for r in group]
         label = f"{threads} intra-op threads" + (", pin_memory" if pinned else "")
         for axis, key, runs in ((rate_axis, "samples_per_s", "runs"), (compute_axis, "compute_ms", "compute_runs")):
@@ -120,8 +134,15 @@ def plot_precisions(results: Sequence[dict], title: str = "") -> plt.Figure:
     memory_axis.bar(names, [r["extra_mib"] for r in results], color=colours)
     memory_axis.set_ylabel("extra memory, MiB")
     for (r, colour), style in zip(zip(results, colours), ["-", "--", ":", "-."]):
-        loss_axis.plot(r["losses"], linestyle=style, marker="o", markersize=3, markevery=max(1, len(r["losses"]) // 12),
-                       color=colour, label=f"{r['precision']} ({len(r['losses'])} steps)")  # fmt: skip
+        loss_axis.plot(
+            r["losses"],
+            linestyle=style,
+            marker="o",
+            markersize=3,
+            markevery=max(1, len(r["losses"]) // 12),
+            color=colour,
+            label=f"{r['precision']} ({len(r['losses'])} steps)",
+        )
     loss_axis.set_xlabel("step")
     loss_axis.set_ylabel("L1 loss")
     loss_axis.legend()

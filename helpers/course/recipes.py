@@ -75,24 +75,34 @@ CAP_FACTOR = 3  # a run is cut at this many times its calibrated time: a busy ma
 
 
 def plan_run(
-    model: nn.Module, example: tuple[torch.Tensor, torch.Tensor], *, loss_fn: Callable, device: torch.device,
-    budget_s: float | None, max_steps: int, channels_last: bool = False, context: DistributedContext | None = None,
-) -> tuple[PrecisionChoice, int, float, str]:  # fmt: skip
+    model: nn.Module,
+    example: tuple[torch.Tensor, torch.Tensor],
+    *,
+    loss_fn: Callable,
+    device: torch.device,
+    budget_s: float | None,
+    max_steps: int,
+    channels_last: bool = False,
+    context: DistributedContext | None = None,
+) -> tuple[PrecisionChoice, int, float, str]:
     """Choose the precision by measurement, then plan the run's work: the number of optimizer steps that fit
     `budget_s` at the calibrated step time (the fastest of the interleaved rounds: the machine's speed with the least
     load on it, so a busy machine trains the same model), and the time those steps should take at the median round. Returns (choice, steps, expected seconds, the plan in words);
     under DDP every rank takes rank 0's plan."""
     choice = fastest_precision(model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)
     low = choice.step_ms_range.get(choice.precision, (0.0, 0.0))[0] / 1000 or _seconds_per_step(
-        model, example, loss_fn=loss_fn, device=device, channels_last=channels_last)  # fmt: skip
+        model, example, loss_fn=loss_fn, device=device, channels_last=channels_last
+    )
     typical = choice.step_ms.get(choice.precision, 0.0) / 1000 or low  # the median round: what to expect
     steps = max_steps if budget_s is None else steps_in_budget(budget_s, low, minimum=2, maximum=max_steps)
     why = "fixed in this profile" if budget_s is None else f"what fits a budget of {budget_s:.0f} s"
     cap = " (the profile's most)" if budget_s is not None and steps == max_steps else ""
-    words = (f"{steps} optimizer steps, {why}{cap} at the fastest calibrated step, {1000 * low:.1f} ms (so the same "
-             f"model on a busy machine); at the median step, {1000 * typical:.1f} ms, about {steps * typical:.0f} s "
-             f"of training; the run trains exactly these steps, cut only past {CAP_FACTOR}x that time (choosing the "
-             f"precision cost {choice.cost_s:.1f} s)")  # fmt: skip
+    words = (
+        f"{steps} optimizer steps, {why}{cap} at the fastest calibrated step, {1000 * low:.1f} ms (so the same "
+        f"model on a busy machine); at the median step, {1000 * typical:.1f} ms, about {steps * typical:.0f} s "
+        f"of training; the run trains exactly these steps, cut only past {CAP_FACTOR}x that time (choosing the "
+        f"precision cost {choice.cost_s:.1f} s)"
+    )
     plan = (choice, steps, steps * typical, words)
     if context is not None and context.enabled:
         shared = [plan]
@@ -102,13 +112,18 @@ def plan_run(
 
 
 def _seconds_per_step(
-    model: nn.Module, example: tuple[torch.Tensor, torch.Tensor], *, loss_fn: Callable, device: torch.device,
+    model: nn.Module,
+    example: tuple[torch.Tensor, torch.Tensor],
+    *,
+    loss_fn: Callable,
+    device: torch.device,
     channels_last: bool,
-) -> float:  # fmt: skip
+) -> float:
     """The fastest of 3 fp32 training steps on a copy of `model` (the model itself is not trained)."""
     trial = copy.deepcopy(model)
-    step = TrainStep(trial, torch.optim.SGD(trial.parameters(), lr=1e-6), loss_fn, device=device,
-                     channels_last=channels_last)  # fmt: skip
+    step = TrainStep(
+        trial, torch.optim.SGD(trial.parameters(), lr=1e-6), loss_fn, device=device, channels_last=channels_last
+    )
     return min(interleaved_times({"fp32": lambda: step(*example)}, rounds=3, device=device)["fp32"]) / 1000
 
 
@@ -135,17 +150,29 @@ def sr_recipe(
     lr, hr = cache.sample(sizes.batch, hr_crop=sizes.hr_crop, generator=torch.Generator().manual_seed(seed))
     example = (to_unit_float(lr).to(device), to_unit_float(hr).to(device))
     model_sizes = {"scale": scale, "features": sizes.features, "blocks": sizes.blocks}
-    precision, total, expected_s, plan = plan_run(build_model("small_edsr", **model_sizes).to(device), example,
-                                                  loss_fn=nn.L1Loss(), device=device, budget_s=sizes.budget_s,
-                                                  max_steps=sizes.steps, context=context)  # fmt: skip
+    precision, total, expected_s, plan = plan_run(
+        build_model("small_edsr", **model_sizes).to(device),
+        example,
+        loss_fn=nn.L1Loss(),
+        device=device,
+        budget_s=sizes.budget_s,
+        max_steps=sizes.steps,
+        context=context,
+    )
     seed_everything(seed)
     model = build_model("small_edsr", **model_sizes).to(device)
     loader_type = DeviceSRCropLoader if device.type == "cuda" else CachedCropLoader
     rank = context.rank if context is not None else 0
     per_epoch = min(sizes.batches_per_epoch, total)
     # each rank draws its own crops: a different stream per rank, reproducible from one seed
-    loader = loader_type(cache, batch_size=sizes.batch, hr_crop=sizes.hr_crop, batches_per_epoch=per_epoch,
-                         seed=rank_seed(seed, rank), device=device)  # fmt: skip
+    loader = loader_type(
+        cache,
+        batch_size=sizes.batch,
+        hr_crop=sizes.hr_crop,
+        batches_per_epoch=per_epoch,
+        seed=rank_seed(seed, rank),
+        device=device,
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=sizes.learning_rate, betas=(0.9, 0.99))
     scheduler = make_scheduler(optimizer, kind="onecycle", total_steps=total, peak_learning_rate=sizes.learning_rate)
     test = SREvalDataset(bsds300_split(source.root, "test"), scale=scale)
@@ -155,19 +182,41 @@ def sr_recipe(
             f"SmallEDSR({sizes.features} features, {sizes.blocks} blocks) x{scale}, {sizes.hr_crop}-px HR crops, "
             f"batch {sizes.batch}, {total} steps, Adam + OneCycle, L1, {precision.precision} on {device}"
         ),
-        model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=nn.L1Loss(),
+        model=model,
+        loader=loader,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loss_fn=nn.L1Loss(),
         evaluate=lambda m: evaluate_sr(m, test, scale=scale, device=device, context=context),
-        epochs=math.ceil(total / per_epoch), steps=total, time_limit_s=_cap(expected_s, sizes.budget_s),
-        precision=precision, plan=plan, data=source.describe(), eval_every=2 if profile_name != "smoke" else 1,
-        expected_s=expected_s, model_name="small_edsr", model_sizes=model_sizes,
-        config={"recipe": "sr", "profile": profile_name, "sizes": asdict(sizes), "scale": scale, "planned_steps": total},
-    )  # fmt: skip
+        epochs=math.ceil(total / per_epoch),
+        steps=total,
+        time_limit_s=_cap(expected_s, sizes.budget_s),
+        precision=precision,
+        plan=plan,
+        data=source.describe(),
+        eval_every=2 if profile_name != "smoke" else 1,
+        expected_s=expected_s,
+        model_name="small_edsr",
+        model_sizes=model_sizes,
+        config={
+            "recipe": "sr",
+            "profile": profile_name,
+            "sizes": asdict(sizes),
+            "scale": scale,
+            "planned_steps": total,
+        },
+    )
 
 
 def cifar_recipe(
-    profile_name: str, device: torch.device, *, seed: int = 0, label_smoothing: float = 0.1,
-    context: DistributedContext | None = None, sizes: CifarTraining | None = None,
-) -> Recipe:  # fmt: skip
+    profile_name: str,
+    device: torch.device,
+    *,
+    seed: int = 0,
+    label_smoothing: float = 0.1,
+    context: DistributedContext | None = None,
+    sizes: CifarTraining | None = None,
+) -> Recipe:
     """ResNet18 (CIFAR stem) on CIFAR-10 (or its stand-in) from a whole-dataset-on-device loader with kornia batch
     augmentation, SGD + OneCycle, label smoothing, the fastest precision measured here; top-1 after each epoch.
     `sizes` replaces the profile's (e.g. `dataclasses.replace(profile.cifar, budget_s=300)`)."""
@@ -181,17 +230,33 @@ def cifar_recipe(
     loss_fn = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
     preprocess = normalize_only().to(device)
     example = (preprocess(images[: sizes.batch].to(device)), labels[: sizes.batch].to(device))
-    precision, total, expected_s, plan = plan_run(build_model(sizes.model).to(device), example, loss_fn=loss_fn,
-                                                  device=device, budget_s=sizes.budget_s, max_steps=sizes.steps,
-                                                  channels_last=True, context=context)  # fmt: skip
+    precision, total, expected_s, plan = plan_run(
+        build_model(sizes.model).to(device),
+        example,
+        loss_fn=loss_fn,
+        device=device,
+        budget_s=sizes.budget_s,
+        max_steps=sizes.steps,
+        channels_last=True,
+        context=context,
+    )
     seed_everything(seed)
     rank, world_size = (context.rank, context.world_size) if context is not None else (0, 1)
-    loader = DeviceTensorLoader(images, labels, batch_size=sizes.batch, device=device,
-                                augment=cifar_train_augment().to(device), drop_last=True, seed=seed, rank=rank,
-                                world_size=world_size)  # fmt: skip
+    loader = DeviceTensorLoader(
+        images,
+        labels,
+        batch_size=sizes.batch,
+        device=device,
+        augment=cifar_train_augment().to(device),
+        drop_last=True,
+        seed=seed,
+        rank=rank,
+        world_size=world_size,
+    )
     model = build_model(sizes.model).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=sizes.learning_rate, momentum=0.9, nesterov=True,
-                                weight_decay=5e-4)  # fmt: skip
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=sizes.learning_rate, momentum=0.9, nesterov=True, weight_decay=5e-4
+    )
     scheduler = make_scheduler(optimizer, kind="onecycle", total_steps=total, peak_learning_rate=sizes.learning_rate)
     test_images, test_labels = test_images.to(device), test_labels.to(device)
     return Recipe(
@@ -201,14 +266,37 @@ def cifar_recipe(
             f"({total / len(loader):.1f} epochs), SGD + OneCycle (peak {sizes.learning_rate}), label smoothing "
             f"{label_smoothing}, {precision.precision}, channels_last on {device}"
         ),
-        model=model, loader=loader, optimizer=optimizer, scheduler=scheduler, loss_fn=loss_fn,
-        evaluate=lambda m: evaluate_classifier(m, test_images, test_labels, preprocess=preprocess, device=device,
-                                               precision=precision.precision, context=context),
-        epochs=math.ceil(total / len(loader)), steps=total, time_limit_s=_cap(expected_s, sizes.budget_s),
-        precision=precision, plan=plan, data=source.describe(), channels_last=True, expected_s=expected_s,
-        model_name=sizes.model, config={"recipe": "cifar", "profile": profile_name, "sizes": asdict(sizes),
-                                        "label_smoothing": label_smoothing, "planned_steps": total},
-    )  # fmt: skip
+        model=model,
+        loader=loader,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loss_fn=loss_fn,
+        evaluate=lambda m: evaluate_classifier(
+            m,
+            test_images,
+            test_labels,
+            preprocess=preprocess,
+            device=device,
+            precision=precision.precision,
+            context=context,
+        ),
+        epochs=math.ceil(total / len(loader)),
+        steps=total,
+        time_limit_s=_cap(expected_s, sizes.budget_s),
+        precision=precision,
+        plan=plan,
+        data=source.describe(),
+        channels_last=True,
+        expected_s=expected_s,
+        model_name=sizes.model,
+        config={
+            "recipe": "cifar",
+            "profile": profile_name,
+            "sizes": asdict(sizes),
+            "label_smoothing": label_smoothing,
+            "planned_steps": total,
+        },
+    )
 
 
 def _resumed_plan(recipe: Recipe, folder: str | os.PathLike | None) -> tuple[str, dict[str, Any]]:
@@ -241,13 +329,31 @@ def run_recipe(
         recipe.model.to(memory_format=torch.channels_last)
     model = wrap_model(recipe.model, context) if context is not None else recipe.model
     device = next(recipe.model.parameters()).device
-    step = TrainStep(model, recipe.optimizer, recipe.loss_fn, device=device, precision=precision,
-                     channels_last=recipe.channels_last, scheduler=recipe.scheduler)  # fmt: skip
+    step = TrainStep(
+        model,
+        recipe.optimizer,
+        recipe.loss_fn,
+        device=device,
+        precision=precision,
+        channels_last=recipe.channels_last,
+        scheduler=recipe.scheduler,
+    )
     return fit(
-        model, recipe.loader, step, epochs=recipe.epochs, scheduler=recipe.scheduler, evaluate=recipe.evaluate,
-        eval_every=recipe.eval_every, checkpoint_dir=checkpoint_dir, resume=resume, max_steps=recipe.steps,
-        time_limit_s=recipe.time_limit_s, progress=progress, context=context, run=config,
-    )  # fmt: skip
+        model,
+        recipe.loader,
+        step,
+        epochs=recipe.epochs,
+        scheduler=recipe.scheduler,
+        evaluate=recipe.evaluate,
+        eval_every=recipe.eval_every,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume,
+        max_steps=recipe.steps,
+        time_limit_s=recipe.time_limit_s,
+        progress=progress,
+        context=context,
+        run=config,
+    )
 
 
 def run_summary(history: list[dict[str, Any]], recipe: Recipe) -> str:
@@ -257,8 +363,10 @@ def run_summary(history: list[dict[str, Any]], recipe: Recipe) -> str:
     if recipe.expected_s is not None:
         text += f" (calibrated: about {recipe.expected_s:.0f} s)"
     if last.get("time_capped"):
-        text += (f"; CUT BY THE TIME CAP of {recipe.time_limit_s:.0f} s before its planned steps: the score below is "
-                 "of a shorter run than planned (the machine was slower than calibrated)")  # fmt: skip
+        text += (
+            f"; CUT BY THE TIME CAP of {recipe.time_limit_s:.0f} s before its planned steps: the score below is "
+            "of a shorter run than planned (the machine was slower than calibrated)"
+        )
     return text
 
 

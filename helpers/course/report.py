@@ -190,10 +190,14 @@ async def _execute(state: _Execution) -> None:
             state.cells_run += 1
 
         client = NotebookClient(
-            state.notebook, km=kernel_manager, timeout=state.cell_timeout, on_cell_execute=on_cell_execute,
-            on_cell_executed=on_cell_executed, resources={"metadata": {"path": str(state.cwd)}},
+            state.notebook,
+            km=kernel_manager,
+            timeout=state.cell_timeout,
+            on_cell_execute=on_cell_execute,
+            on_cell_executed=on_cell_executed,
+            resources={"metadata": {"path": str(state.cwd)}},
             iopub_timeout=IOPUB_TIMEOUT_S,
-        )  # fmt: skip
+        )
         await client.async_execute()
     except CellExecutionError as exc:
         text = str(exc).strip()
@@ -349,16 +353,27 @@ def _rows(runs: list[NotebookRun], out_dir: Path, pending: Sequence[str]) -> lis
     rows: list[tuple[str, ...]] = []
     for run in runs:
         link = os.path.relpath(run.html_path, out_dir)
-        rows.append((run.name, f"{run.seconds:.1f}", f"{run.executed_cells}/{run.code_cells}", run.status, link,
-                     load_cell(run.load)))  # fmt: skip
+        rows.append(
+            (
+                run.name,
+                f"{run.seconds:.1f}",
+                f"{run.executed_cells}/{run.code_cells}",
+                run.status,
+                link,
+                load_cell(run.load),
+            )
+        )
     rows += [(name, "", "", "not run", "", "") for name in pending]
     return rows
 
 
 def provenance_line(runs: list[NotebookRun], commit: dict[str, Any]) -> str:
     """Where the run came from and how busy the machine was: commit (dirty or not) and the load meter's summary."""
-    where = f"commit {commit['commit'][:12]}" + (" with uncommitted changes" if commit["dirty"] else "") if (
-        commit["commit"]) else "not a git checkout"  # fmt: skip
+    where = (
+        f"commit {commit['commit'][:12]}" + (" with uncommitted changes" if commit["dirty"] else "")
+        if (commit["commit"])
+        else "not a git checkout"
+    )
     load = load_summary([r.load for r in runs])
     if load is None:
         return where
@@ -439,8 +454,12 @@ def write_report(
     )
     index = out_dir / "index.html"
     index.write_text(page, encoding="utf-8")
-    provenance = {**commit, "profile": profile, "device": environment.get("device"),
-                  "load": load_summary([r.load for r in runs])}  # fmt: skip
+    provenance = {
+        **commit,
+        "profile": profile,
+        "device": environment.get("device"),
+        "load": load_summary([r.load for r in runs]),
+    }
     payload = {"provenance": provenance, "runs": [asdict(r) for r in runs]}
     (out_dir / "runs.json").write_text(json.dumps(payload, indent=2), encoding="utf-8")
     return summary, index
@@ -485,9 +504,15 @@ def run_course(
     def report(progress: str) -> tuple[Path, Path]:
         pending = [p.stem for p in notebooks[len(runs) :]]
         return write_report(
-            runs, environment, chosen.name, sources, out_dir, read_results(results_file), pending=pending,
+            runs,
+            environment,
+            chosen.name,
+            sources,
+            out_dir,
+            read_results(results_file),
+            pending=pending,
             progress=progress,
-        )  # fmt: skip
+        )
 
     previous = _install_stop_handlers()
     code = 0
@@ -526,9 +551,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="auto", help="auto (full on CUDA, else cpu), smoke, cpu or full")
     parser.add_argument("--out", type=Path, default=REPORTS_DIR, help="folder for the executed notebooks and report")
     parser.add_argument(
-        "--limit", type=float, default=None, metavar="SECONDS",
+        "--limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
         help="wall-time limit per notebook (default: the profile's notebook_limit_s)",
-    )  # fmt: skip
+    )
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: all, in order)")
     args = parser.parse_args(argv)
     return run_course(args.profile, args.out, args.notebooks or None, limit_s=args.limit)

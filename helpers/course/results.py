@@ -37,8 +37,12 @@ def git_commit(root: Path | None = None) -> dict[str, Any]:
     where = str(root or Path(__file__).resolve().parent)
     try:
         commit = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        status = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)  # fmt: skip
+        status = subprocess.run(
+            ["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None}
     if commit.returncode != 0:
@@ -52,8 +56,12 @@ def load_summary(loads: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     if not known:
         return None
     averages = [load["load_average"] for load in known if load.get("load_average") is not None]
-    return {"other_cores_max": max(load["other_cores"] for load in known), "cores": known[0]["cores"],
-            "busy": any(load["busy"] for load in known), "load_average_max": max(averages) if averages else None}  # fmt: skip
+    return {
+        "other_cores_max": max(load["other_cores"] for load in known),
+        "cores": known[0]["cores"],
+        "busy": any(load["busy"] for load in known),
+        "load_average_max": max(averages) if averages else None,
+    }
 
 
 def provenance(*, profile: str, device: Any, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from ..cifar import (
     CIFAR10_TRAIN_BATCHES,
     write_cifar10_batch,
     write_cifar10_class_names,
-)  # fmt: skip
+)
 
 STANDIN_MARKER = "STANDIN.txt"
 STANDIN_VERSION = "2"  # 2: CIFAR-10 binary format; 10 held-out SR test images
@@ -26,18 +26,33 @@ STANDIN_VERSION = "2"  # 2: CIFAR-10 binary format; 10 held-out SR test images
 # Photographs in scikit-image's wheel, loaded without a network. No pixel of a test image is in a training image:
 # these photos are used whole for training,
 SR_TRAIN_PHOTOS = (
-    "astronaut", "immunohistochemistry", "camera", "brick", "gravel", "grass", "moon",
-    "motorcycle_left", "motorcycle_right",
-)  # fmt: skip
+    "astronaut",
+    "immunohistochemistry",
+    "camera",
+    "brick",
+    "gravel",
+    "grass",
+    "moon",
+    "motorcycle_left",
+    "motorcycle_right",
+)
 # these are cut in two: tiles from the top half train, tiles from the bottom half test,
 SR_SPLIT_PHOTOS = ("hubble_deep_field", "retina", "cell")
 # and these are held out whole for testing.
 SR_TEST_PHOTOS = ("chelsea", "coffee", "rocket")
 # One class per photograph; training crops come from the left 3/4 of each photo, test crops from the right 1/4.
 CIFAR_STANDIN_CLASSES = (
-    "astronaut", "chelsea", "coffee", "hubble_deep_field", "immunohistochemistry",
-    "rocket", "retina", "motorcycle_left", "camera", "brick",
-)  # fmt: skip
+    "astronaut",
+    "chelsea",
+    "coffee",
+    "hubble_deep_field",
+    "immunohistochemistry",
+    "rocket",
+    "retina",
+    "motorcycle_left",
+    "camera",
+    "brick",
+)
 BSDS_SIZE = (481, 321)  # width, height of a landscape BSDS300 image (portrait images are 321x481)
 
 

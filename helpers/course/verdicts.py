@@ -49,17 +49,22 @@ def _times(values: float | Sequence[float]) -> tuple[float, tuple[float, float] 
 
 
 def decode_verdict(
-    crop_ms: float | Sequence[float], full_ms: float | Sequence[float], held: tuple[int, int], size: tuple[int, int],
-    *, load: Any = None,
-) -> str:  # fmt: skip
+    crop_ms: float | Sequence[float],
+    full_ms: float | Sequence[float],
+    held: tuple[int, int],
+    size: tuple[int, int],
+    *,
+    load: Any = None,
+) -> str:
     """02: whether cropping saved decoding time and memory, from a crop's time against a full decode's (given the
     repeated timings, each with its range, and overlapping ranges named as noise; the load meter's line when the
     machine was busy)."""
     whole = "the whole decoded image" if held == size else f"{held[0]}x{held[1]} pixels"
     (crop, crop_range), (full, full_range) = _times(crop_ms), _times(full_ms)
     if crop_range is not None and full_range is not None:
-        ratio = ratio_with_range(crop, crop_range, full, full_range, pick=("the crop", "the full decode"),
-                                 lower_is_better=True)  # fmt: skip
+        ratio = ratio_with_range(
+            crop, crop_range, full, full_range, pick=("the crop", "the full decode"), lower_is_better=True
+        )
         verdict = f"the crop against the full decode: {ratio}" + (
             "; cropping saved no decoding time" if crop >= 0.7 * full else ""
         )
@@ -184,9 +189,11 @@ def _ceiling_noise(rows: Sequence[dict[str, Any]]) -> tuple[list[str], set[int]]
     lines, left_out = [], set()
     for ceiling in (r for r in rows if r.get("bounds")):
         bounded = by_role(rows, ceiling["bounds"])
-        slower = [f"{what} {ceiling[key]:.0f} against {bounded[key]:.0f} samples/s"
-                  for key, what in (("loader_samples_per_s", "loader alone"), ("fed_samples_per_s", "end to end"))
-                  if ceiling[key] < bounded[key]]  # fmt: skip
+        slower = [
+            f"{what} {ceiling[key]:.0f} against {bounded[key]:.0f} samples/s"
+            for key, what in (("loader_samples_per_s", "loader alone"), ("fed_samples_per_s", "end to end"))
+            if ceiling[key] < bounded[key]
+        ]
         if slower:
             left_out.add(id(ceiling))
             lines.append(
@@ -204,16 +211,20 @@ def ladder_verdict(rows: Sequence[dict[str, Any]], *, first: str = "seed post") 
     parts = []
     for r in rows:
         if r is not base:
-            ratio = ratio_with_range(*_rate(r, "loader_samples_per_s"), *_rate(base, "loader_samples_per_s"),
-                                     pick=(r["name"], base["name"]))  # fmt: skip
+            ratio = ratio_with_range(
+                *_rate(r, "loader_samples_per_s"), *_rate(base, "loader_samples_per_s"), pick=(r["name"], base["name"])
+            )
             parts.append(f"'{r['name']}' {ratio}")
     lines = [f"Loader alone, against '{base['name']}': " + "; ".join(parts) + "."]
     noise, left_out = _ceiling_noise(rows)
     same_model = [r for r in rows if not r["model_note"] and id(r) not in left_out]
     if len(same_model) >= 2:
         fast, runner_up = sorted(same_model, key=lambda r: r["fed_samples_per_s"], reverse=True)[:2]
-        ratio = ratio_with_range(*_rate(fast, "fed_samples_per_s"), *_rate(runner_up, "fed_samples_per_s"),
-                                 pick=(fast["name"], runner_up["name"]))  # fmt: skip
+        ratio = ratio_with_range(
+            *_rate(fast, "fed_samples_per_s"),
+            *_rate(runner_up, "fed_samples_per_s"),
+            pick=(fast["name"], runner_up["name"]),
+        )
         lines.append(
             "End to end, feeding the same model: "
             + ", ".join(f"'{r['name']}' {_span(*_rate(r, 'fed_samples_per_s'))}" for r in same_model)
@@ -260,12 +271,19 @@ def _oversubscription_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
         over = [r["compute_ms"] for r in same if r["num_workers"] + threads > cores]
         within = [r["compute_ms"] for r in same if r["num_workers"] + threads <= cores]
         if over and within:
-            relation = ("slower" if min(over) > max(within) else "faster" if max(over) < min(within)
-                        else "no different within the noise")  # fmt: skip
-            parts.append(f"with {threads} thread{'s' * (threads != 1)}, {statistics.median(within):.1f} ms per step "
-                         "within the cores "
-                         f"({min(within):.1f}–{max(within):.1f}) against {statistics.median(over):.1f} "
-                         f"({min(over):.1f}–{max(over):.1f}) past them: {relation}")  # fmt: skip
+            relation = (
+                "slower"
+                if min(over) > max(within)
+                else "faster"
+                if max(over) < min(within)
+                else "no different within the noise"
+            )
+            parts.append(
+                f"with {threads} thread{'s' * (threads != 1)}, {statistics.median(within):.1f} ms per step "
+                "within the cores "
+                f"({min(within):.1f}–{max(within):.1f}) against {statistics.median(over):.1f} "
+                f"({min(over):.1f}–{max(over):.1f}) past them: {relation}"
+            )
     if not parts:
         return ""
     lead = f" The step's compute where workers + intra-op threads stay within the {cores} cores or exceed them: "
@@ -277,19 +295,25 @@ def _claim_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
     claimed = [r for r in rows if 2 * cores <= r["num_workers"] <= 4 * cores]
     fewer = [r for r in rows if r["num_workers"] < 2 * cores]
     if not claimed or not fewer:
-        return (f" The post's 'num_workers = 2–4x the cores' is untested here: no setting had "
-                f"{2 * cores}–{4 * cores} workers" + ("" if claimed else " (the profile's cap on workers)") + ".")  # fmt: skip
+        return (
+            f" The post's 'num_workers = 2–4x the cores' is untested here: no setting had "
+            f"{2 * cores}–{4 * cores} workers" + ("" if claimed else " (the profile's cap on workers)") + "."
+        )
     c, f = max(claimed, key=lambda r: r["samples_per_s"]), max(fewer, key=lambda r: r["samples_per_s"])
     if _overlap(c, f):
         outcome = (
             f"within the noise here: its best, {_setting(c)}, {_sweep_rate(c)}, against {_setting(f)}, {_sweep_rate(f)}"
         )
     elif c["samples_per_s"] > f["samples_per_s"]:
-        outcome = (f"supported here: {_setting(c)} gave {_sweep_rate(c)}, "
-                   f"{ratio_text(c['samples_per_s'] / f['samples_per_s'])} the best with fewer workers ({_setting(f)}, {_sweep_rate(f)})")  # fmt: skip
+        outcome = (
+            f"supported here: {_setting(c)} gave {_sweep_rate(c)}, "
+            f"{ratio_text(c['samples_per_s'] / f['samples_per_s'])} the best with fewer workers ({_setting(f)}, {_sweep_rate(f)})"
+        )
     else:
-        outcome = (f"not supported here: {_setting(f)} gave {_sweep_rate(f)}, "
-                   f"{ratio_text(f['samples_per_s'] / c['samples_per_s'])} the best of 2–4x the cores ({_setting(c)}, {_sweep_rate(c)})")  # fmt: skip
+        outcome = (
+            f"not supported here: {_setting(f)} gave {_sweep_rate(f)}, "
+            f"{ratio_text(f['samples_per_s'] / c['samples_per_s'])} the best of 2–4x the cores ({_setting(c)}, {_sweep_rate(c)})"
+        )
     return f" The post's 'num_workers = 2–4x the cores' is {outcome}."
 
 
@@ -299,17 +323,24 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
     best = max(rows, key=lambda r: r["samples_per_s"])
     zero = max((r for r in rows if r["num_workers"] == 0), key=lambda r: r["samples_per_s"], default=None)
     zero = zero or min(rows, key=lambda r: r["num_workers"])
-    what = ("End to end (the loader feeding the training step)" if best.get("mode") == "end to end"
-            else "The loader alone (no training step)")  # fmt: skip
+    what = (
+        "End to end (the loader feeding the training step)"
+        if best.get("mode") == "end to end"
+        else "The loader alone (no training step)"
+    )
     budget = best["num_workers"] + (best.get("intra_op_threads") or cores)
     relation = (
-        "more workers than cores" if best["num_workers"] > cores
-        else "as many workers as cores" if best["num_workers"] == cores
+        "more workers than cores"
+        if best["num_workers"] > cores
+        else "as many workers as cores"
+        if best["num_workers"] == cores
         else "fewer workers than cores"
-    )  # fmt: skip
-    text = (f"{what}, the fastest setting here was {_setting(best)}: {_sweep_rate(best)}, "
-            f"{ratio_text(best['samples_per_s'] / zero['samples_per_s'])} the {zero['samples_per_s']:.0f} of "
-            f"{_setting(zero)}; that is {relation}, and {budget} workers + threads on {cores} cores.")  # fmt: skip
+    )
+    text = (
+        f"{what}, the fastest setting here was {_setting(best)}: {_sweep_rate(best)}, "
+        f"{ratio_text(best['samples_per_s'] / zero['samples_per_s'])} the {zero['samples_per_s']:.0f} of "
+        f"{_setting(zero)}; that is {relation}, and {budget} workers + threads on {cores} cores."
+    )
     close = [r for r in rows if r is not best and _overlap(r, best)]
     if len(best["runs"]) > 1 and close:
         fewest = min(close, key=lambda r: r["num_workers"])
@@ -321,9 +352,12 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
 
 
 def sweep_ladder_verdict(
-    sweep: Sequence[dict[str, Any]], ladder: Sequence[dict[str, Any]], *, pairs: Sequence[tuple[str, dict[str, Any]]],
+    sweep: Sequence[dict[str, Any]],
+    ladder: Sequence[dict[str, Any]],
+    *,
+    pairs: Sequence[tuple[str, dict[str, Any]]],
     ladder_threads: int,
-) -> str:  # fmt: skip
+) -> str:
     """02: each ladder rung's end-to-end rate against the sweep's row with the same setting (`pairs`: rung name and
     the sweep keys it matches), agreeing when their ranges overlap; where they do not, what differs between the two
     (a rung's own `threads`, where its row has them, else `ladder_threads`)."""
@@ -381,8 +415,9 @@ def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence
     repeated timings, with their ranges and overlapping ranges named as noise; the load meter's line when busy)."""
     (rgb, rgb_range), (word, word_range) = _times(rgb_ms), _times(word_ms)
     if rgb_range is not None and word_range is not None:
-        ratio = ratio_with_range(rgb, rgb_range, word, word_range, pick=("3-byte pixels", "32-bit words"),
-                                 lower_is_better=True)  # fmt: skip
+        ratio = ratio_with_range(
+            rgb, rgb_range, word, word_range, pick=("3-byte pixels", "32-bit words"), lower_is_better=True
+        )
     else:
         ratio = ratio_text(rgb / word)
     return (
@@ -392,8 +427,9 @@ def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence
     )
 
 
-def reopen_verdict(build_s: Sequence[float], reopen_s: Sequence[float], *, images: int, mib: float,
-                   load: Any = None) -> str:  # fmt: skip
+def reopen_verdict(
+    build_s: Sequence[float], reopen_s: Sequence[float], *, images: int, mib: float, load: Any = None
+) -> str:
     """02: building the decoded cache (decoding every image) against reopening it, from interleaved repeats, each
     with its range, the ratio with its range; the load meter's line when the machine was busy."""
     (build, build_range), (reopen, reopen_range) = _times(build_s), _times(reopen_s)
@@ -418,10 +454,12 @@ def seed_claim_verdict(
     loaders alone), then each rung's efficiency and end to end, which mix loader and model when the two rungs feed
     different models; every ratio with its range; then the post's claim."""
     old, new = by_role(rows, before), by_role(rows, after)
-    alone = ratio_with_range(*_rate(new, "loader_samples_per_s"), *_rate(old, "loader_samples_per_s"),
-                             pick=(new["name"], old["name"]))  # fmt: skip
-    fed = ratio_with_range(*_rate(new, "fed_samples_per_s"), *_rate(old, "fed_samples_per_s"),
-                           pick=(new["name"], old["name"]))  # fmt: skip
+    alone = ratio_with_range(
+        *_rate(new, "loader_samples_per_s"), *_rate(old, "loader_samples_per_s"), pick=(new["name"], old["name"])
+    )
+    fed = ratio_with_range(
+        *_rate(new, "fed_samples_per_s"), *_rate(old, "fed_samples_per_s"), pick=(new["name"], old["name"])
+    )
     mixed = (
         " (the 'before' rung trains a model on HR-size inputs, so these two mix loader and model)"
         if (old["model_note"] != new["model_note"])
@@ -498,11 +536,20 @@ def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice:
     common = min(len(r["losses"]) for r in results)
     losses = ", ".join(f"{r['precision']} {r['losses'][common - 1]:.4f}" for r in results)
     fastest = min(results, key=lambda r: r["step_ms"])
-    tied = [r["precision"] for r in results if r is not fastest and r.get("step_ms_range") and
-            fastest.get("step_ms_range") and _ranges_overlap(r["step_ms_range"], fastest["step_ms_range"])]  # fmt: skip
+    tied = [
+        r["precision"]
+        for r in results
+        if r is not fastest
+        and r.get("step_ms_range")
+        and fastest.get("step_ms_range")
+        and _ranges_overlap(r["step_ms_range"], fastest["step_ms_range"])
+    ]
     ranking = f"The fastest median step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
         f", but its range overlaps {' and '.join(tied)}'s: this measurement cannot tell "
-        f"{' and '.join([fastest['precision'], *tied])} apart on this machine" if tied else "")  # fmt: skip
+        f"{' and '.join([fastest['precision'], *tied])} apart on this machine"
+        if tied
+        else ""
+    )
     return (
         f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
         f"{losses}.{_choice_text(choice)}" + busy_text(load)
@@ -517,8 +564,11 @@ def _choice_text(choice: Any) -> str:
     if not getattr(choice, "within_noise", False):
         return f" The choice, from these same timings of the native precisions: {choice.reason}."
     others = " or ".join(p for p in choice.step_ms if p != choice.precision)
-    why = (f"the default (full precision), since {others} is not measurably faster here" if choice.precision == "fp32"
-           else "the lower median of the precisions this measurement cannot tell apart, fp32 not among them")  # fmt: skip
+    why = (
+        f"the default (full precision), since {others} is not measurably faster here"
+        if choice.precision == "fp32"
+        else "the lower median of the precisions this measurement cannot tell apart, fp32 not among them"
+    )
     return f" The course keeps {choice.precision}, {why}: the choice comes from these same timings."
 
 
@@ -537,9 +587,17 @@ def channels_last_verdict(table: dict[tuple[str, str], Any], *, load: Any = None
         nchw, nchw_range = _median_and_range(table[("NCHW", precision)])
         last, last_range = _median_and_range(table[("channels_last", precision)])
         spread = _ratio_range(nchw_range, last_range)
-        tie = (tie_text(("NCHW", "channels_last"), ("channels_last", "the layout the course's CIFAR recipe trains in, "
-               "since NCHW is not measurably faster here")) if nchw_range and last_range and
-               _ranges_overlap(nchw_range, last_range) else "")  # fmt: skip
+        tie = (
+            tie_text(
+                ("NCHW", "channels_last"),
+                (
+                    "channels_last",
+                    "the layout the course's CIFAR recipe trains in, since NCHW is not measurably faster here",
+                ),
+            )
+            if nchw_range and last_range and _ranges_overlap(nchw_range, last_range)
+            else ""
+        )
         apart = not tie and nchw != last
         faster = (" (channels_last faster)" if nchw > last else " (NCHW faster)") if apart else ""
         parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}{faster}{tie}")
@@ -551,8 +609,11 @@ def augmentation_claim_verdict(rows: Sequence[dict[str, Any]], *, claimed_ratio:
     augment), like for like at 32 px first ("native size" against "device"), then the post's 224-px pipeline ("seed
     post"), every ratio with its range; says when no GPU was measured."""
     post, native, device_rung = by_role(rows, "seed post"), by_role(rows, "native size"), by_role(rows, "device")
-    where = (f"on {device}" if not device.startswith("cpu") else
-             "on the CPU: here the 'device' is the CPU itself, so this run measured no GPU")  # fmt: skip
+    where = (
+        f"on {device}"
+        if not device.startswith("cpu")
+        else "on the CPU: here the 'device' is the CPU itself, so this run measured no GPU"
+    )
     kornia = _rate(device_rung, "loader_samples_per_s")
     same = ratio_with_range(*kornia, *_rate(native, "loader_samples_per_s"), pick=("kornia", "per-sample PIL"))
     against_post = ratio_with_range(*kornia, *_rate(post, "loader_samples_per_s"))
@@ -607,8 +668,13 @@ def pipelines_claim_verdict(measured: dict[str, Any], *, claimed_before: float, 
     """05: two pipelines feeding the same model, end to end (with ranges over interleaved blocks), then the post's own
     before/after, which was measured elsewhere (its hardware, its 'before')."""
     (before_name, before), (after_name, after) = measured.items()
-    ratio = ratio_with_range(after.fed_samples_per_s, after.fed_samples_per_s_range, before.fed_samples_per_s,
-                             before.fed_samples_per_s_range, pick=(after_name, before_name))  # fmt: skip
+    ratio = ratio_with_range(
+        after.fed_samples_per_s,
+        after.fed_samples_per_s_range,
+        before.fed_samples_per_s,
+        before.fed_samples_per_s_range,
+        pick=(after_name, before_name),
+    )
     return (
         f"End to end, feeding the same model: '{after_name}' {_span(after.fed_samples_per_s, after.fed_samples_per_s_range, 1)} "
         f"images/s against '{before_name}' {_span(before.fed_samples_per_s, before.fed_samples_per_s_range, 1)}, {ratio}; "
@@ -691,10 +757,21 @@ def gan_verdict(rows: dict[str, Any], *, batch: int) -> str:
     over interleaved blocks (overlapping ranges named as noise)."""
     (g_name, g), (shared_name, shared), (second_name, second) = rows.items()
     compute = ratio_with_range(shared.compute_ms, shared.compute_ms_range, g.compute_ms, g.compute_ms_range)
-    waits = ratio_with_range(second.data_wait_ms, second.data_wait_ms_range, shared.data_wait_ms,
-                             shared.data_wait_ms_range, pick=(second_name, shared_name), lower_is_better=True)  # fmt: skip
-    rate = ratio_with_range(shared.fed_samples_per_s, shared.fed_samples_per_s_range, second.fed_samples_per_s,
-                            second.fed_samples_per_s_range, pick=(shared_name, second_name))  # fmt: skip
+    waits = ratio_with_range(
+        second.data_wait_ms,
+        second.data_wait_ms_range,
+        shared.data_wait_ms,
+        shared.data_wait_ms_range,
+        pick=(second_name, shared_name),
+        lower_is_better=True,
+    )
+    rate = ratio_with_range(
+        shared.fed_samples_per_s,
+        shared.fed_samples_per_s_range,
+        second.fed_samples_per_s,
+        second.fed_samples_per_s_range,
+        pick=(shared_name, second_name),
+    )
 
     def per_batch(r: Any) -> str:
         return _span(r.fed_samples_per_s / batch, tuple(v / batch for v in r.fed_samples_per_s_range), 2)
@@ -754,12 +831,19 @@ def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, uni
 def wait_verdict(summaries: dict[str, dict[str, float]], *, claimed_fraction: float) -> str:
     """02: each pipeline's share of step time spent waiting for data (from its per-step timeline), against the BSD100
     post's claim that its training waited that share."""
-    parts = [f"'{name}' waited {s['wait_fraction']:.0%} of the time (median wait {1e3 * s['median_wait_s']:.1f} ms, "
-             f"worst {1e3 * s['max_wait_s']:.1f} ms, against a median step of {1e3 * s['median_compute_s']:.1f} ms)"
-             for name, s in summaries.items()]  # fmt: skip
+    parts = [
+        f"'{name}' waited {s['wait_fraction']:.0%} of the time (median wait {1e3 * s['median_wait_s']:.1f} ms, "
+        f"worst {1e3 * s['max_wait_s']:.1f} ms, against a median step of {1e3 * s['median_compute_s']:.1f} ms)"
+        for name, s in summaries.items()
+    ]
     worst_name, worst = max(summaries.items(), key=lambda item: item[1]["wait_fraction"])
-    relation = ("more than" if worst["wait_fraction"] > claimed_fraction + 0.05
-                else "less than" if worst["wait_fraction"] < claimed_fraction - 0.05 else "about")  # fmt: skip
+    relation = (
+        "more than"
+        if worst["wait_fraction"] > claimed_fraction + 0.05
+        else "less than"
+        if worst["wait_fraction"] < claimed_fraction - 0.05
+        else "about"
+    )
     return (
         f"Over {worst['steps']:.0f} timed steps each: " + "; ".join(parts) + f". The most starved, '{worst_name}', "
         f"waited {relation} the {claimed_fraction:.0%} the BSD100 post reports for its own loader and GPU."

@@ -72,8 +72,13 @@ def test_prepare_cifar10_refuses_an_archive_with_a_bad_record(http_server, tmp_p
     archive, _ = _cifar_archive(label_fix={1: 12})
     http_server.files["/cifar.tar.gz"] = archive
     with pytest.raises(DatasetLayoutError, match=r"cifar-10-binary.tar.gz: the archive does not hold.*label 12"):
-        prepare_cifar10(tmp_path, offline=False, url=http_server.url("/cifar.tar.gz"),
-                        md5=hashlib.md5(archive).hexdigest(), progress=False)  # fmt: skip
+        prepare_cifar10(
+            tmp_path,
+            offline=False,
+            url=http_server.url("/cifar.tar.gz"),
+            md5=hashlib.md5(archive).hexdigest(),
+            progress=False,
+        )
     assert not (tmp_path / "cifar-10-batches-bin").exists()  # nothing half-checked was published
 
 
@@ -87,8 +92,11 @@ def test_prepare_cifar10_mismatch_says_how_to_proceed(http_server, tmp_path):
 
 
 def bsds_archive(train: int = 200, test: int = 100) -> bytes:
-    members = {f"BSDS300/images/{split}/{i}.jpg": jpeg_bytes(8, 6, seed=i)
-               for split, count in (("train", train), ("test", test)) for i in range(count)}  # fmt: skip
+    members = {
+        f"BSDS300/images/{split}/{i}.jpg": jpeg_bytes(8, 6, seed=i)
+        for split, count in (("train", train), ("test", test))
+        for i in range(count)
+    }
     members["BSDS300/iids_train.txt"] = b"\n".join(str(i).encode() for i in range(train))
     return tar_bytes(members)
 
@@ -130,8 +138,12 @@ def test_processes_preparing_the_same_data_folder_all_get_the_whole_data(http_se
     digest = hashlib.sha256(archive).hexdigest()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     args = [str(tmp_path / "shared"), http_server.url("/b.tgz"), digest, str(tmp_path / "offline"), str(tmp_path)]
-    processes = [subprocess.Popen([sys.executable, "-c", PREPARER, *args], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(3)]  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", PREPARER, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
     deadline = time.monotonic() + 120
     while len(list(tmp_path.glob("ready-*"))) < len(processes) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -141,16 +153,21 @@ def test_processes_preparing_the_same_data_folder_all_get_the_whole_data(http_se
         out, err = process.communicate(timeout=240)
         assert process.returncode == 0, err[-2000:]
         outputs.append(out.split())
-    single_real = prepare_bsds300(tmp_path / "single", offline=False, url=http_server.url("/b.tgz"), sha256=digest,
-                                  progress=False)  # fmt: skip
+    single_real = prepare_bsds300(
+        tmp_path / "single", offline=False, url=http_server.url("/b.tgz"), sha256=digest, progress=False
+    )
     single_standin = prepare_bsds300(tmp_path / "single_offline", offline=True)
     tests = str(len(bsds300_split(single_standin.root, "test")))
     assert outputs == [["200", "100", "1", tests]] * 3
     assert _tree(tmp_path / "shared" / "BSDS300") == _tree(single_real.root)  # byte-identical to one process's
     assert _tree(tmp_path / "offline" / "standin" / "BSDS300") == _tree(single_standin.root)
     assert len([r for r in http_server.requests if r[0] == "/b.tgz"]) == 2  # one for the three processes
-    leftovers = [p.name for folder in (tmp_path / "shared", tmp_path / "offline" / "standin")
-                 for p in folder.iterdir() if p.name.startswith(".")]  # fmt: skip
+    leftovers = [
+        p.name
+        for folder in (tmp_path / "shared", tmp_path / "offline" / "standin")
+        for p in folder.iterdir()
+        if p.name.startswith(".")
+    ]
     assert leftovers == []
 
 
@@ -158,8 +175,11 @@ def test_a_data_dir_that_is_a_file_is_named_with_what_to_do(tmp_path, monkeypatc
     (tmp_path / "data").write_text("not a folder")
     for configured in (tmp_path / "data", tmp_path / "data" / "sub"):
         monkeypatch.setenv(DATA_DIR_ENV_VAR, str(configured))
-        with pytest.raises(NotADirectoryError, match=rf"{DATA_DIR_ENV_VAR}=.*data: is a regular file, not a folder.*"
-                                                     rf"set {DATA_DIR_ENV_VAR} to a folder"):  # fmt: skip
+        with pytest.raises(
+            NotADirectoryError,
+            match=rf"{DATA_DIR_ENV_VAR}=.*data: is a regular file, not a folder.*"
+            rf"set {DATA_DIR_ENV_VAR} to a folder",
+        ):
             data_root()
 
 

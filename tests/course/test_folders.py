@@ -17,7 +17,7 @@ from helpers.course.folders import (
     rung_verdicts,
     storage_verdict,
     write_jpeg_folder_standin,
-)  # fmt: skip
+)
 from helpers.course.profiles import PROFILES
 from helpers.course.sr_formats import MARKER, png_copies, same_pixels
 from helpers.course.standins import CIFAR_STANDIN_CLASSES
@@ -50,14 +50,26 @@ def test_profiles_size_the_lesson_as_the_issue_asks():
 
 def _row(name: str, rate: float, low: float, high: float) -> dict:
     """A ladder row with the keys run_ladder writes (helpers.course.ladders._row)."""
-    return {"name": name, "loader_samples_per_s": rate, "loader_samples_per_s_range": (low, high),
-            "fed_samples_per_s": rate / 2, "fed_samples_per_s_range": (low / 2, high / 2),
-            "pipeline_efficiency": 0.5, "efficiency_range": (0.4, 0.6), "doctor": "INPUT-BOUND: ..."}  # fmt: skip
+    return {
+        "name": name,
+        "loader_samples_per_s": rate,
+        "loader_samples_per_s_range": (low, high),
+        "fed_samples_per_s": rate / 2,
+        "fed_samples_per_s_range": (low / 2, high / 2),
+        "pipeline_efficiency": 0.5,
+        "efficiency_range": (0.4, 0.6),
+        "doctor": "INPUT-BOUND: ...",
+    }
 
 
 def test_verdicts_say_when_ranges_overlap():
-    rows = [_row("the post", 100, 90, 110), _row("reduced", 105, 95, 115), _row("pre-resized", 400, 380, 420),
-            _row("whole", 300, 280, 320), _row("WebDataset", 390, 370, 410)]  # fmt: skip
+    rows = [
+        _row("the post", 100, 90, 110),
+        _row("reduced", 105, 95, 115),
+        _row("pre-resized", 400, 380, 420),
+        _row("whole", 300, 280, 320),
+        _row("WebDataset", 390, 370, 410),
+    ]
     lines = rung_verdicts(rows)
     assert "(the reference)" in lines[0] and "within the noise of this machine" in lines[1]
     assert "against the post's: 4.0x (range 3.45–4.67x)" in lines[2] and "efficiency 0.50 (0.40–0.60)" in lines[2]
@@ -71,8 +83,12 @@ def test_optional_peers_say_why_they_have_no_row():
         assert name in {"NVIDIA DALI", "FFCV"} and why.startswith("not installed")
     if FFCV_MISSING is not None:
         images = torch.zeros(4, 3, 32, 32, dtype=torch.uint8)
-        assert ffcv_cifar_build(images, torch.zeros(4, dtype=torch.long), dest=None, device=torch.device("cpu"),
-                                batch_size=2, workers=1) is None  # fmt: skip
+        assert (
+            ffcv_cifar_build(
+                images, torch.zeros(4, dtype=torch.long), dest=None, device=torch.device("cpu"), batch_size=2, workers=1
+            )
+            is None
+        )
 
 
 def test_the_bench_crop_flip_rung_and_the_device_finish():

@@ -75,8 +75,11 @@ def _worker_rung(name, seen):
 
     def make_step(model):
         def step(batch):
-            alive = [c for c in psutil.Process().children(recursive=True)
-                     if c.pid not in EARLIER and c.status() != psutil.STATUS_ZOMBIE]  # fmt: skip
+            alive = [
+                c
+                for c in psutil.Process().children(recursive=True)
+                if c.pid not in EARLIER and c.status() != psutil.STATUS_ZOMBIE
+            ]
             seen.append((name, len(alive), torch.get_num_threads()))
             model(batch[0]).sum().backward()
 
@@ -96,15 +99,19 @@ def test_only_the_rung_whose_turn_it_is_has_live_workers_and_threads_are_restore
     seen, before = [], torch.get_num_threads()
     EARLIER.clear()
     EARLIER.update(c.pid for c in psutil.Process().children(recursive=True))  # left by other tests: not the rungs'
-    rows, timing = run_ladder([_worker_rung("a", seen), _worker_rung("b", seen)], device=torch.device("cpu"),
-                              rounds=3, turn_s=0.05)  # fmt: skip
+    rows, timing = run_ladder(
+        [_worker_rung("a", seen), _worker_rung("b", seen)], device=torch.device("cpu"), rounds=3, turn_s=0.05
+    )
     assert torch.get_num_threads() == before  # restored after the ladder
     assert {name for name, _, _ in seen} == {"a", "b"}
     assert max(alive for _, alive, _ in seen) == 1  # its own worker, never the other rung's as well
     assert {threads for _, _, threads in seen} == {max(1, usable_cpu_count() - 1)}  # the workers' core left to them
     assert "CPU budget on" in timing and "'a' 1 worker + " in timing
-    assert [c for c in psutil.Process().children(recursive=True)
-            if c.pid not in EARLIER and c.status() != psutil.STATUS_ZOMBIE] == []  # fmt: skip
+    assert [
+        c
+        for c in psutil.Process().children(recursive=True)
+        if c.pid not in EARLIER and c.status() != psutil.STATUS_ZOMBIE
+    ] == []
     assert [r["role"] for r in rows] == ["a", "b"] and all(r["load"]["cores"] >= 1 for r in rows)
 
 
@@ -140,8 +147,11 @@ def test_the_notebooks_build_their_ladders_through_the_benchs_path():
     notebooks = Path(__file__).resolve().parents[2] / "notebooks"
     for pattern, path in (("measure_sr_ladder(", "sr"), ("measure_cifar_ladder(", "cifar")):
         assert pattern in inspect.getsource(getattr(ladders, f"_{path}_command"))
-        users = [p.name for p in sorted(notebooks.glob("*.ipynb"))
-                 if pattern in "\n".join(c.source for c in nbformat.read(p, 4).cells if c.cell_type == "code")]  # fmt: skip
+        users = [
+            p.name
+            for p in sorted(notebooks.glob("*.ipynb"))
+            if pattern in "\n".join(c.source for c in nbformat.read(p, 4).cells if c.cell_type == "code")
+        ]
         assert users, f"no notebook runs {pattern}"
     for p in sorted(notebooks.glob("*.ipynb")):
         code = "\n".join(c.source for c in nbformat.read(p, 4).cells if c.cell_type == "code")
@@ -158,8 +168,16 @@ def test_the_cifar_ladders_device_rung_uses_the_augmentation_it_is_given(tmp_pat
     images, labels = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8), torch.arange(8) % 10
 
     def rungs(**kw):
-        built = cifar_ladder(images, labels, image_folder=tmp_path, device=torch.device("cpu"), batch_size=4,
-                             seed_batch=2, model=lambda: nn.Identity(), **kw)  # fmt: skip
+        built = cifar_ladder(
+            images,
+            labels,
+            image_folder=tmp_path,
+            device=torch.device("cpu"),
+            batch_size=4,
+            seed_batch=2,
+            model=lambda: nn.Identity(),
+            **kw,
+        )
         return {r.role: r for r in built}
 
     default = rungs()["device"].build().augment
@@ -189,8 +207,16 @@ def test_the_cifar_ceiling_feeds_the_same_dtype_layout_and_normalisation_as_the_
     images, labels = image.repeat(8, 1, 1, 1), torch.arange(8) % 10  # every sample the same: batches are known
 
     def batches(**kw):
-        built = cifar_ladder(images, labels, image_folder=tmp_path, device=torch.device("cpu"), batch_size=4,
-                             seed_batch=2, model=lambda: nn.Identity(), **kw)  # fmt: skip
+        built = cifar_ladder(
+            images,
+            labels,
+            image_folder=tmp_path,
+            device=torch.device("cpu"),
+            batch_size=4,
+            seed_batch=2,
+            model=lambda: nn.Identity(),
+            **kw,
+        )
         rungs = {r.role: r for r in built}
         assert rungs["ceiling"].bounds == "device"
         return next(iter(rungs["device"].build()))[0], next(iter(rungs["ceiling"].build()))[0]

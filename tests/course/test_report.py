@@ -47,8 +47,15 @@ def test_runner_executes_and_reports(tmp_path, monkeypatch):
         _notebook(tmp_path / "01_bad.ipynb", ["assert 1 == 2, 'broken lesson'", "y = 1"]), tmp_path / "out"
     )
     assert not bad.ok and "broken lesson" in bad.error
-    environment = {"torch": "t", "torchvision": "v", "kornia": "k", "device": "cpu", "device_name": "x",
-                   "cpu_cores": 2, "python": "3"}  # fmt: skip
+    environment = {
+        "torch": "t",
+        "torchvision": "v",
+        "kornia": "k",
+        "device": "cpu",
+        "device_name": "x",
+        "cpu_cores": 2,
+        "python": "3",
+    }
     results = read_results(results_file)
     assert results == [{"title": "ladder", "text": "| rung | 42 |"}]
     summary, index = write_report([good, bad], environment, "smoke", ["BSDS300 stand-in"], tmp_path / "out", results)

@@ -58,8 +58,10 @@ def test_no_test_pixel_is_in_a_training_image(tmp_path):
 def test_cifar_standin_is_in_the_binary_format_and_reads_with_load_cifar10(tmp_path):
     source = prepare_cifar10(tmp_path, offline=True)
     assert source.is_standin and source.root.name == "cifar-10-batches-bin"
-    assert sorted(p.name for p in source.root.glob("*.bin")) == [*(f"data_batch_{i}.bin" for i in range(1, 6)),
-                                                                 "test_batch.bin"]  # fmt: skip
+    assert sorted(p.name for p in source.root.glob("*.bin")) == [
+        *(f"data_batch_{i}.bin" for i in range(1, 6)),
+        "test_batch.bin",
+    ]
     assert all(p.stat().st_size % RECORD_BYTES == 0 for p in source.root.glob("*.bin"))
     images, labels = load_cifar10(source.root, train=True)
     test_images, test_labels = load_cifar10(source.root, train=False)

@@ -10,12 +10,22 @@ from helpers.precision import choose_precision
 def test_precision_verdict_gives_the_ratio_interval_and_the_choice_from_the_same_timings():
     times = {"fp32": [10.0, 11.0, 13.0], "bf16": [9.0, 10.0, 12.0]}
     choice = choose_precision(times, device="cpu")
-    results = [{"precision": p, "native": True, "step_ms": choice.step_ms[p], "step_ms_range": choice.step_ms_range[p],
-                "losses": [0.5, 0.4]} for p in times]  # fmt: skip
+    results = [
+        {
+            "precision": p,
+            "native": True,
+            "step_ms": choice.step_ms[p],
+            "step_ms_range": choice.step_ms_range[p],
+            "losses": [0.5, 0.4],
+        }
+        for p in times
+    ]
     text = verdicts.precision_verdict(results, device="cpu", choice=choice)
     assert "bf16 0.91x (less) the fp32 step time (range 0.69–1.20x; within the noise)" in text
-    assert ("The fastest median step was bf16 (10.0 ms), but its range overlaps fp32's: this measurement cannot tell "
-            "bf16 and fp32 apart on this machine" in text)  # fmt: skip
+    assert (
+        "The fastest median step was bf16 (10.0 ms), but its range overlaps fp32's: this measurement cannot tell "
+        "bf16 and fp32 apart on this machine" in text
+    )
     assert "The course keeps fp32, the default (full precision), since bf16 is not measurably faster here" in text
     assert text.endswith("measurably faster here: the choice comes from these same timings.") and choice.within_noise
 

@@ -8,8 +8,14 @@ from helpers.course import verdicts
 
 
 def _sweep_row(workers, rate, runs=None, prefetch=2, threads=None, compute=None):
-    row = {"num_workers": workers, "prefetch_factor": prefetch if workers else None, "pin_memory": False,
-           "samples_per_s": rate, "runs": runs or [rate], "intra_op_threads": threads}  # fmt: skip
+    row = {
+        "num_workers": workers,
+        "prefetch_factor": prefetch if workers else None,
+        "pin_memory": False,
+        "samples_per_s": rate,
+        "runs": runs or [rate],
+        "intra_op_threads": threads,
+    }
     if compute is not None:
         row.update(mode="end to end", compute_ms=compute, compute_runs=[compute], data_wait_ms=1.0)
     return row
@@ -32,18 +38,32 @@ def _ladder_row(name, alone, fed, premade, efficiency, note="", role=None, sprea
     def span(v):
         return (v * (1 - spread), v * (1 + spread))
 
-    return {"name": name, "role": role or name, "bounds": "", "model_note": note,
-            "loader_samples_per_s": alone, "loader_samples_per_s_range": span(alone),
-            "fed_samples_per_s": fed, "fed_samples_per_s_range": span(fed),
-            "premade_samples_per_s": premade, "premade_samples_per_s_range": span(premade),
-            "pipeline_efficiency": efficiency, "efficiency_range": (efficiency - 0.01, min(efficiency + 0.01, 1.0)),
-            "load_note": "", **extra}  # fmt: skip
+    return {
+        "name": name,
+        "role": role or name,
+        "bounds": "",
+        "model_note": note,
+        "loader_samples_per_s": alone,
+        "loader_samples_per_s_range": span(alone),
+        "fed_samples_per_s": fed,
+        "fed_samples_per_s_range": span(fed),
+        "premade_samples_per_s": premade,
+        "premade_samples_per_s_range": span(premade),
+        "pipeline_efficiency": efficiency,
+        "efficiency_range": (efficiency - 0.01, min(efficiency + 0.01, 1.0)),
+        "load_note": "",
+        **extra,
+    }
 
 
 def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
-    rows = [_sweep_row(0, 40, [38, 42], threads=2, compute=20.0), _sweep_row(2, 35, [33, 36], threads=2, compute=41.0),
-            _sweep_row(0, 25, [24, 26], threads=1, compute=35.0), _sweep_row(1, 50, [48, 52], threads=1, compute=36.0),
-            _sweep_row(2, 45, [44, 47], threads=1, compute=52.0)]  # fmt: skip
+    rows = [
+        _sweep_row(0, 40, [38, 42], threads=2, compute=20.0),
+        _sweep_row(2, 35, [33, 36], threads=2, compute=41.0),
+        _sweep_row(0, 25, [24, 26], threads=1, compute=35.0),
+        _sweep_row(1, 50, [48, 52], threads=1, compute=36.0),
+        _sweep_row(2, 45, [44, 47], threads=1, compute=52.0),
+    ]
     text = verdicts.sweep_verdict(rows, cores=2)
     assert text.startswith("End to end") and "1 worker, 1 intra-op thread, prefetch 2: 50 samples/s" in text
     assert (
@@ -66,8 +86,10 @@ def test_sweep_verdict_tests_two_to_four_times_the_cores():
 
 def test_sweep_and_ladder_agree_or_say_what_differs():
     sweep = [_sweep_row(0, 100, [95, 105], threads=2), _sweep_row(2, 60, [58, 62], prefetch=4, threads=1)]
-    ladder = [{"name": "plain", "fed_samples_per_s": 101, "rounds": 5, "steps_per_turn": 7},
-              {"name": "tuned", "fed_samples_per_s": 90, "rounds": 5, "steps_per_turn": 7}]  # fmt: skip
+    ladder = [
+        {"name": "plain", "fed_samples_per_s": 101, "rounds": 5, "steps_per_turn": 7},
+        {"name": "tuned", "fed_samples_per_s": 90, "rounds": 5, "steps_per_turn": 7},
+    ]
     pairs = [("plain", {"num_workers": 0}), ("tuned", {"num_workers": 2, "prefetch_factor": 4})]
     text = verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs, ladder_threads=2)
     assert (
@@ -96,8 +118,11 @@ def test_ladder_verdict_compares_end_to_end_only_among_rungs_with_the_same_model
 
 
 def test_every_ladder_ratio_carries_its_range_and_rows_are_found_by_role_not_position():
-    rows = [_ladder_row("lazy", 600, 151, 300, 0.50), _ladder_row("cache", 30000, 241, 250, 0.96),
-            _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs", role="seed post")]  # fmt: skip
+    rows = [
+        _ladder_row("lazy", 600, 151, 300, 0.50),
+        _ladder_row("cache", 30000, 241, 250, 0.96),
+        _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs", role="seed post"),
+    ]
     text = verdicts.ladder_verdict(rows)
     assert text.startswith("Loader alone, against 'traditional':")  # the seed post, wherever it stands
     for ratio in ("6.0x", "300.0x", "1.6x"):
@@ -111,9 +136,11 @@ def test_every_ladder_ratio_carries_its_range_and_rows_are_found_by_role_not_pos
 
 
 def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
-    rows = [_ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs", role="seed post"),
-            _ladder_row("memory", 150, 13, 14, 0.9, note="HR-size inputs", role="in memory"),
-            _ladder_row("lazy", 600, 151, 300, 0.50, role="lazy crop")]  # fmt: skip
+    rows = [
+        _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs", role="seed post"),
+        _ladder_row("memory", 150, 13, 14, 0.9, note="HR-size inputs", role="in memory"),
+        _ladder_row("lazy", 600, 151, 300, 0.50, role="lazy crop"),
+    ]
     text = verdicts.seed_claim_verdict(rows, claimed_before=18, claimed_after=25)
     assert "12.6x (range" in text and "1.4x" in text and "these two mix loader and model" in text
     # like for like first: the loaders alone (600/100); then efficiency and end to end, which mix loader and model
@@ -126,14 +153,24 @@ def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
 
 def test_overlapping_ranges_read_within_the_noise_and_say_the_measurement_cannot_tell_them_apart():
     rows = [
-        {**_ladder_row("plain", 1000, 200, 210, 0.95, role="seed post"), "loader_samples_per_s_range": (900, 1100),
-         "fed_samples_per_s_range": (190, 215), "efficiency_range": (0.9, 0.99)},
-        {**_ladder_row("tuned", 1050, 205, 200, 1.02), "loader_samples_per_s_range": (950, 1150),
-         "fed_samples_per_s_range": (195, 210), "efficiency_range": (0.97, 1.06)},
-    ]  # fmt: skip
+        {
+            **_ladder_row("plain", 1000, 200, 210, 0.95, role="seed post"),
+            "loader_samples_per_s_range": (900, 1100),
+            "fed_samples_per_s_range": (190, 215),
+            "efficiency_range": (0.9, 0.99),
+        },
+        {
+            **_ladder_row("tuned", 1050, 205, 200, 1.02),
+            "loader_samples_per_s_range": (950, 1150),
+            "fed_samples_per_s_range": (195, 210),
+            "efficiency_range": (0.97, 1.06),
+        },
+    ]
     text = verdicts.ladder_verdict(rows)
-    assert ("'tuned' within the noise of this machine: measured 1.1x (range 0.86–1.28x); this measurement cannot "
-            "tell 'tuned' and 'plain' apart on this machine" in text)  # fmt: skip
+    assert (
+        "'tuned' within the noise of this machine: measured 1.1x (range 0.86–1.28x); this measurement cannot "
+        "tell 'tuned' and 'plain' apart on this machine" in text
+    )
     assert "against the next, 'plain': within the noise of this machine" in text and "would pick" not in text
     assert "best" not in text
 
@@ -157,9 +194,12 @@ def test_one_lucky_block_does_not_make_a_rung_as_fast_as_pre_made_batches():
 
 
 def _cifar_rows(ceiling_fed=2600.0, ceiling_alone=30000.0):
-    return [_ladder_row("post", 700, 28, 31, 0.9, role="seed post"), _ladder_row("pil32", 1800, 600, 1700, 0.37,
-            role="native size"), _ladder_row("kornia", 20000, 2495, 2500, 1.0, role="device"),
-            {**_ladder_row("ceiling", ceiling_alone, ceiling_fed, 2600, 0.99, role="ceiling"), "bounds": "device"}]  # fmt: skip
+    return [
+        _ladder_row("post", 700, 28, 31, 0.9, role="seed post"),
+        _ladder_row("pil32", 1800, 600, 1700, 0.37, role="native size"),
+        _ladder_row("kornia", 20000, 2495, 2500, 1.0, role="device"),
+        {**_ladder_row("ceiling", ceiling_alone, ceiling_fed, 2600, 0.99, role="ceiling"), "bounds": "device"},
+    ]
 
 
 def test_a_ceiling_that_measures_slower_than_what_it_bounds_is_noise_not_a_ranking():
@@ -218,8 +258,15 @@ def test_loader_pair_verdict_gives_the_ratio_with_its_range_or_the_noise():
 
 
 def test_same_steps_verdict_names_everything_the_two_set_ups_differ_in():
-    text = verdicts.same_steps_verdict(post_rates=[2.0, 2.2, 1.9], course_rates=[30.0, 28.0, 31.0], post_px=224,
-                                       course_px=32, post_batch=8, course_batch=32, same_network=False)  # fmt: skip
+    text = verdicts.same_steps_verdict(
+        post_rates=[2.0, 2.2, 1.9],
+        course_rates=[30.0, 28.0, 31.0],
+        post_px=224,
+        course_px=32,
+        post_batch=8,
+        course_batch=32,
+        same_network=False,
+    )
     assert (
         "15.0x (range 12.73–16.32x)" in text
         and "ImageNet-stem" in text
@@ -252,9 +299,15 @@ def _result(compute, wait, rate, spread=0.02, busy=False):
         return (v * (1 - spread), v * (1 + spread))
 
     load = LoadReading(0.8 if busy else 0.0, 2, 1.0)
-    return SimpleNamespace(compute_ms=compute, compute_ms_range=span(compute), data_wait_ms=wait,
-                           data_wait_ms_range=span(wait), fed_samples_per_s=rate, fed_samples_per_s_range=span(rate),
-                           load=load)  # fmt: skip
+    return SimpleNamespace(
+        compute_ms=compute,
+        compute_ms_range=span(compute),
+        data_wait_ms=wait,
+        data_wait_ms_range=span(wait),
+        fed_samples_per_s=rate,
+        fed_samples_per_s_range=span(rate),
+        load=load,
+    )
 
 
 def test_gan_verdict_reports_the_measured_direction_with_ranges():
@@ -264,8 +317,9 @@ def test_gan_verdict_reports_the_measured_direction_with_ranges():
     assert "481.0 (471.4–490.6) ms against 1511.0 (1480.8–1541.2) ms" in text and "0.32x (less) (range" in text
     assert "within the noise of this machine" in text  # 30 against 28 (25.2–30.8) iterations overlap
     assert "busy" not in text
-    busy = verdicts.gan_verdict({"G": g, "GAN shared": _result(481.0, 1.0, 30.0, busy=True), "GAN second": second},
-                                batch=16)  # fmt: skip
+    busy = verdicts.gan_verdict(
+        {"G": g, "GAN shared": _result(481.0, 1.0, 30.0, busy=True), "GAN second": second}, batch=16
+    )
     assert "other processes used 0.8 of 2 cores during this measurement" in busy
 
 
@@ -290,8 +344,10 @@ def test_accuracy_verdict_with_one_evaluation_says_so():
 
 
 def test_rank_reads_verdict_sets_bytes_read_against_bytes_read_and_names_decoding_apart():
-    reads = [{"ranks": 1, "jpeg_mib": 80.0, "cache_mib": 100.0, "lazy_mib": 700.0},
-             {"ranks": 8, "jpeg_mib": 10.0, "cache_mib": 12.5, "lazy_mib": 87.5}]  # fmt: skip
+    reads = [
+        {"ranks": 1, "jpeg_mib": 80.0, "cache_mib": 100.0, "lazy_mib": 700.0},
+        {"ranks": 8, "jpeg_mib": 10.0, "cache_mib": 12.5, "lazy_mib": 87.5},
+    ]
     text = verdicts.rank_reads_verdict(reads)
     assert "12.5 MiB of crops from the uint8 cache against 10.0 MiB of JPEG files" in text
     assert "1.25x: the cache reads more bytes" in text and "larger gain" not in text
@@ -349,14 +405,25 @@ def test_03_and_06_verdicts_carry_the_load_meters_line_when_the_machine_was_busy
 
     busy, quiet = LoadReading(0.8, 2, 10.0, None), LoadReading(0.0, 2, 10.0, None)
     line = " Measured on a busy machine: other processes used 0.8 of 2 cores during this measurement."
-    precision = [{"precision": "fp32", "native": True, "step_ms": 10.0, "losses": [0.5]},
-                 {"precision": "bf16", "native": True, "step_ms": 20.0, "losses": [0.5]}]  # fmt: skip
+    precision = [
+        {"precision": "fp32", "native": True, "step_ms": 10.0, "losses": [0.5]},
+        {"precision": "bf16", "native": True, "step_ms": 20.0, "losses": [0.5]},
+    ]
     layouts = {("NCHW", "fp32"): [20.0, 21.0], ("channels_last", "fp32"): [9.0, 10.0]}
-    steps = dict(post_rates=[10.0, 11.0], course_rates=[100.0, 110.0], post_px=224, course_px=32, post_batch=8,
-                 course_batch=64, same_network=True)  # fmt: skip
-    for verdict in (lambda load: verdicts.precision_verdict(precision, device="cpu", load=load),
-                    lambda load: verdicts.channels_last_verdict(layouts, load=load),
-                    lambda load: verdicts.same_steps_verdict(**steps, load=load)):  # fmt: skip
+    steps = dict(
+        post_rates=[10.0, 11.0],
+        course_rates=[100.0, 110.0],
+        post_px=224,
+        course_px=32,
+        post_batch=8,
+        course_batch=64,
+        same_network=True,
+    )
+    for verdict in (
+        lambda load: verdicts.precision_verdict(precision, device="cpu", load=load),
+        lambda load: verdicts.channels_last_verdict(layouts, load=load),
+        lambda load: verdicts.same_steps_verdict(**steps, load=load),
+    ):
         assert verdict(busy).endswith(line)
         assert "busy" not in verdict(quiet) and "busy" not in verdict(None)
 

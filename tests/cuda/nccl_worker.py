@@ -30,12 +30,25 @@ def main(out_dir: Path) -> None:
         model = nn.parallel.DistributedDataParallel(_model().to(context.device), device_ids=[context.device.index])
     torch.manual_seed(rank_seed(0, context.rank))  # per-rank augmentation draws
     images, labels = _data()
-    loader = DeviceTensorLoader(images, torch.arange(SAMPLES), batch_size=PER_RANK_BATCH, device=context.device,
-                                augment=cifar_train_augment().to(context.device), seed=7, rank=context.rank,
-                                world_size=context.world_size, drop_last=True)  # fmt: skip
+    loader = DeviceTensorLoader(
+        images,
+        torch.arange(SAMPLES),
+        batch_size=PER_RANK_BATCH,
+        device=context.device,
+        augment=cifar_train_augment().to(context.device),
+        seed=7,
+        rank=context.rank,
+        world_size=context.world_size,
+        drop_last=True,
+    )
     step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), device=context.device)
-    record = {"backend": dist.get_backend(), "world_size": context.world_size, "indices": [], "inputs": [],
-              "params": []}  # fmt: skip
+    record = {
+        "backend": dist.get_backend(),
+        "world_size": context.world_size,
+        "indices": [],
+        "inputs": [],
+        "params": [],
+    }
     for number, (batch, index) in enumerate(loader):
         if number == STEPS:
             break

@@ -23,13 +23,25 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _environment(tmp_path: Path) -> dict[str, str]:
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "COURSE_DATA_DIR": str(tmp_path / "data"), "COURSE_OFFLINE": "1",
-            "OMP_NUM_THREADS": "1"}  # fmt: skip
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "COURSE_DATA_DIR": str(tmp_path / "data"),
+        "COURSE_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+    }
 
 
 def _torchrun(processes: int, *arguments: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
-               *arguments]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(processes),
+        *arguments,
+    ]
     result = subprocess.run(command, env=_environment(tmp_path), capture_output=True, text=True, timeout=600, cwd=REPO)
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
     return result
@@ -89,8 +101,17 @@ def test_parameters_stay_identical_across_ranks_on_nccl(nccl_ranks):
 
 def test_the_training_command_runs_under_torchrun_on_cuda(tmp_path):
     processes = min(2, torch.cuda.device_count())
-    result = _torchrun(processes, "-m", "helpers.train", "cifar", "--profile", "smoke", "--checkpoint-dir",
-                       str(tmp_path / "run"), tmp_path=tmp_path)  # fmt: skip
+    result = _torchrun(
+        processes,
+        "-m",
+        "helpers.train",
+        "cifar",
+        "--profile",
+        "smoke",
+        "--checkpoint-dir",
+        str(tmp_path / "run"),
+        tmp_path=tmp_path,
+    )
     assert result.stdout.count("after ") == 1  # only rank 0 reports
     assert f"{processes} process(es)" in result.stdout and "device cuda" in result.stdout
     assert (tmp_path / "run" / "last.pt").is_file()

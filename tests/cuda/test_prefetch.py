@@ -13,8 +13,13 @@ pytestmark = pytest.mark.cuda
 
 def _pinned_batches(count: int, side: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     generator = torch.Generator().manual_seed(0)
-    return [(torch.randint(0, 256, (8, 3, side, side), dtype=torch.uint8, generator=generator).pin_memory(),
-             torch.arange(8).pin_memory()) for _ in range(count)]  # fmt: skip
+    return [
+        (
+            torch.randint(0, 256, (8, 3, side, side), dtype=torch.uint8, generator=generator).pin_memory(),
+            torch.arange(8).pin_memory(),
+        )
+        for _ in range(count)
+    ]
 
 
 def test_side_stream_batches_equal_the_cpu_conversion(cuda, exact_fp32):

@@ -51,8 +51,9 @@ def test_device_loader_on_cuda_cuts_the_same_crops_as_on_the_cpu(cache, cuda, ex
 
 
 def test_device_loader_on_cuda_keeps_lr_origin_times_scale_equal_to_the_hr_origin(cache, cuda):
-    loader = DeviceSRCropLoader(cache, batch_size=6, hr_crop=CROP, batches_per_epoch=1, seed=3, device=cuda,
-                                augment=False)  # fmt: skip
+    loader = DeviceSRCropLoader(
+        cache, batch_size=6, hr_crop=CROP, batches_per_epoch=1, seed=3, device=cuda, augment=False
+    )
     lr, hr = next(iter(loader))
     worst_aligned, worst_shifted = 0.0, 0.0
     for lr_crop, hr_crop in zip(lr.cpu(), _uint8(hr).cpu()):

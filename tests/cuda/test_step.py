@@ -21,8 +21,9 @@ def _mlp(device: torch.device, seed: int = 1) -> tuple[nn.Module, torch.optim.Op
 
 def _convnet(device: torch.device, seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(seed)
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 3, padding=1), nn.Flatten(),
-                          nn.Linear(4 * 8 * 8, 2)).to(device)  # fmt: skip
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 4, 3, padding=1), nn.Flatten(), nn.Linear(4 * 8 * 8, 2)
+    ).to(device)
     return model, torch.optim.SGD(model.parameters(), lr=0.1)
 
 

@@ -27,8 +27,16 @@ BROKEN = "checks/broken.ipynb"  # made by the fixture: shows that the checks cat
 # `make lab` opens Lab at the repository root showing notebooks/: the test server uses the same default URL.
 DEFAULT_URL = re.search(r"--LabApp.default_url=(\S+)", (REPO_ROOT / "Makefile").read_text()).group(1)
 RUN_BOUND_S = 900  # Run All of one notebook in the smoke profile: about a minute here; this is the bound
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("COURSE_LAB_TEST") != "1", reason="the JupyterLab browser test runs from `make test-lab`"
@@ -107,25 +115,39 @@ def lab(tmp_path_factory):
     (root / "notebooks").mkdir()
     for name in NOTEBOOKS:
         shutil.copy(REPO_ROOT / "notebooks" / name, root / "notebooks" / name)
-    broken = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
-                                                               "language": "python"}})  # fmt: skip
+    broken = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    )
     broken.cells = [nbformat.v4.new_code_cell(s) for s in ["x = 1", "raise ValueError('broken on purpose')", "y = 2"]]
     (root / Path(BROKEN).parent).mkdir()
     nbformat.write(broken, root / BROKEN)
     port, token = _free_port(), secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_", "JUPYTER"))}
     env.update({"COURSE_PROFILE": "smoke", "COURSE_OFFLINE": "1"})
-    for variable, folder in [("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
-                             ("JUPYTER_RUNTIME_DIR", "runtime"), ("JUPYTERLAB_SETTINGS_DIR", "settings"),
-                             ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")]:  # fmt: skip
+    for variable, folder in [
+        ("JUPYTER_CONFIG_DIR", "config"),
+        ("JUPYTER_DATA_DIR", "data"),
+        ("JUPYTER_RUNTIME_DIR", "runtime"),
+        ("JUPYTERLAB_SETTINGS_DIR", "settings"),
+        ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+    ]:
         env[variable] = str(tmp_path_factory.mktemp(folder))
     notification = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab" / "apputils-extension"
     notification.mkdir(parents=True)  # no "fetch Jupyter news?" toast over the screenshots, no request for it
     (notification / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}", f"--LabApp.default_url={DEFAULT_URL}",
-               "--LabApp.expose_app_in_browser=True"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        f"--LabApp.default_url={DEFAULT_URL}",
+        "--LabApp.expose_app_in_browser=True",
+    ]
     if os.geteuid() == 0:
         command.append("--allow-root")
     log = open(root / "lab.log", "w")  # noqa: SIM115 (closed below)
@@ -200,10 +222,18 @@ def open_and_run_all(page, lab, path: str) -> dict:
 def problems(state: dict) -> tuple[list[int], list[str], list[int]]:
     """(code cells without an execution count, error outputs, cells whose stderr holds a traceback)."""
     not_run = [i for i, cell in enumerate(state["cells"]) if cell["count"] is None]
-    errors = [f"cell {i}: {o['ename']}: {o['evalue']}" for i, cell in enumerate(state["cells"])
-              for o in cell["outputs"] if o["output_type"] == "error"]  # fmt: skip
-    tracebacks = [i for i, cell in enumerate(state["cells"]) for o in cell["outputs"]
-                  if o.get("name") == "stderr" and "Traceback" in "".join(o.get("text", ""))]  # fmt: skip
+    errors = [
+        f"cell {i}: {o['ename']}: {o['evalue']}"
+        for i, cell in enumerate(state["cells"])
+        for o in cell["outputs"]
+        if o["output_type"] == "error"
+    ]
+    tracebacks = [
+        i
+        for i, cell in enumerate(state["cells"])
+        for o in cell["outputs"]
+        if o.get("name") == "stderr" and "Traceback" in "".join(o.get("text", ""))
+    ]
     return not_run, errors, tracebacks
 
 

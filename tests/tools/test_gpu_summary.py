@@ -9,10 +9,22 @@ import gpu_summary
 import pytest
 
 GPU_HOST = {
-    "gpu": "NVIDIA H200", "driver": "580.159.03", "gpu_memory_gib": 139.8, "cuda_capability": "9.0", "gpu_count": 1,
-    "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91300, "torchvision": "0.26.0", "kornia": "0.9.0",
-    "nbval": "0.11.0", "python": "3.12.3", "platform": "Linux-6.18-x86_64", "cpu_cores": 16, "memory_gib": 125.0,
-}  # fmt: skip
+    "gpu": "NVIDIA H200",
+    "driver": "580.159.03",
+    "gpu_memory_gib": 139.8,
+    "cuda_capability": "9.0",
+    "gpu_count": 1,
+    "torch": "2.11.0+cu130",
+    "cuda": "13.0",
+    "cudnn": 91300,
+    "torchvision": "0.26.0",
+    "kornia": "0.9.0",
+    "nbval": "0.11.0",
+    "python": "3.12.3",
+    "platform": "Linux-6.18-x86_64",
+    "cpu_cores": 16,
+    "memory_gib": 125.0,
+}
 CPU_HOST = {**GPU_HOST, "gpu": None, "driver": None, "gpu_memory_gib": None, "cuda_capability": None, "gpu_count": 0}
 
 JUNIT_TESTS = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
@@ -26,9 +38,17 @@ JUNIT_NBVAL = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite na
 <testcase classname="notebooks.00_setup_and_data.ipynb" name="Cell 1" time="2.0"/>
 <testcase classname="notebooks.03_mixed_precision.ipynb" name="Cell 0" time="4.0"/>
 </testsuite></testsuites>"""
-RUNG = {"name": "decoded uint8 cache, batch crops", "samples_per_s": 41234.5, "speedup_vs_first": 52.1,
-        "fed_samples_per_s": 20000.0, "pipeline_efficiency": 0.97, "data_wait_ms": 0.3, "compute_ms": 1.2,
-        "peak_device_mib": 812.0, "peak_rss_mib": 2048.0}  # fmt: skip
+RUNG = {
+    "name": "decoded uint8 cache, batch crops",
+    "samples_per_s": 41234.5,
+    "speedup_vs_first": 52.1,
+    "fed_samples_per_s": 20000.0,
+    "pipeline_efficiency": 0.97,
+    "data_wait_ms": 0.3,
+    "compute_ms": 1.2,
+    "peak_device_mib": 812.0,
+    "peak_rss_mib": 2048.0,
+}
 
 
 def _steps(*lines: tuple) -> str:
@@ -39,24 +59,32 @@ def _steps(*lines: tuple) -> str:
 def work(tmp_path):
     folder = tmp_path / "work"
     (folder / "logs").mkdir(parents=True)
-    (folder / "steps.tsv").write_text(_steps(
-        ("install", "skipped", "", 0, 0, "optional", "no --wheelhouse"),
-        ("cuda-tests", "failed", 1, 40, 150, "required", "the CUDA tests (pytest -m cuda)"),
-        ("nbval-0", "passed", 0, 80, 150, "required", "nbval, smoke profile"),
-        ("unit-tests", "timed-out", 124, 150, 150, "optional", "the other unit tests"),
-        ("bench-sr", "passed", 0, 70, 150, "required", "python -m helpers.bench sr --profile full"),
-        ("train-cifar", "time-boxed", 124, 180, 180, "timebox", "python -m helpers.train cifar --profile full"),
-    ))  # fmt: skip
+    (folder / "steps.tsv").write_text(
+        _steps(
+            ("install", "skipped", "", 0, 0, "optional", "no --wheelhouse"),
+            ("cuda-tests", "failed", 1, 40, 150, "required", "the CUDA tests (pytest -m cuda)"),
+            ("nbval-0", "passed", 0, 80, 150, "required", "nbval, smoke profile"),
+            ("unit-tests", "timed-out", 124, 150, 150, "optional", "the other unit tests"),
+            ("bench-sr", "passed", 0, 70, 150, "required", "python -m helpers.bench sr --profile full"),
+            ("train-cifar", "time-boxed", 124, 180, 180, "timebox", "python -m helpers.train cifar --profile full"),
+        )
+    )
     (folder / "junit-cuda-tests.xml").write_text(JUNIT_TESTS)
     (folder / "junit-nbval-0.xml").write_text(JUNIT_NBVAL)
-    (folder / "bench-sr.json").write_text(json.dumps({"ladder": "sr", "profile": "full", "label": "SR ladder, x4",
-                                                       "data": "BSDS300 stand-in", "rungs": [RUNG]}))  # fmt: skip
+    (folder / "bench-sr.json").write_text(
+        json.dumps(
+            {"ladder": "sr", "profile": "full", "label": "SR ladder, x4", "data": "BSDS300 stand-in", "rungs": [RUNG]}
+        )
+    )
     (folder / "runs" / "cifar").mkdir(parents=True)
-    history = [{"epoch": 1, "train_loss": 1.9, "top1": 0.41, "trained_seconds": 12.5, "per_image_x": [1]},
-               {"epoch": 2, "train_loss": 1.2, "top1": 0.66, "trained_seconds": 24.0}]  # fmt: skip
+    history = [
+        {"epoch": 1, "train_loss": 1.9, "top1": 0.41, "trained_seconds": 12.5, "per_image_x": [1]},
+        {"epoch": 2, "train_loss": 1.2, "top1": 0.66, "trained_seconds": 24.0},
+    ]
     (folder / "runs" / "cifar" / "history.json").write_text(json.dumps(history))
-    (folder / "logs" / "train-cifar.log").write_text("ResNet18 (CIFAR stem), 5000 images\nprecision: bf16: fastest\n"
-                                                     "noise\ninterrupted: checkpoint in last.pt\n")  # fmt: skip
+    (folder / "logs" / "train-cifar.log").write_text(
+        "ResNet18 (CIFAR stem), 5000 images\nprecision: bf16: fastest\nnoise\ninterrupted: checkpoint in last.pt\n"
+    )
     return folder
 
 
@@ -73,8 +101,11 @@ def test_the_summary_reads_every_table_and_says_what_failed(work, monkeypatch):
     ]
     training = summary["training"]
     assert training["epochs_finished"] == 2 and "per_image_x" not in training["history"][0]
-    assert training["log"] == ["ResNet18 (CIFAR stem), 5000 images", "precision: bf16: fastest",
-                               "interrupted: checkpoint in last.pt"]  # fmt: skip
+    assert training["log"] == [
+        "ResNet18 (CIFAR stem), 5000 images",
+        "precision: bf16: fastest",
+        "interrupted: checkpoint in last.pt",
+    ]
     # a failed required step fails the check; an optional step out of time and the time box do not
     assert summary["verdict"] == "failed: cuda-tests"
     assert summary["commit"] == "0123456789abcdef" and summary["publish_as"].startswith("nvidia-h200-20")
@@ -137,8 +168,18 @@ def test_the_summary_records_profile_device_and_each_benchmarks_load(work, monke
     rung = {**RUNG, "loader_samples_per_s": RUNG["samples_per_s"], "loader_vs_first": 52.1}
     del rung["samples_per_s"], rung["speedup_vs_first"]  # the names bench JSON uses now
     load = {"other_cores_max": 0.8, "cores": 16, "busy": True, "load_average_max": 2.0}
-    (work / "bench-sr.json").write_text(json.dumps({"ladder": "sr", "profile": "full", "label": "SR ladder, x4",
-                                                    "data": "BSDS300 stand-in", "rungs": [rung], "load": load}))  # fmt: skip
+    (work / "bench-sr.json").write_text(
+        json.dumps(
+            {
+                "ladder": "sr",
+                "profile": "full",
+                "label": "SR ladder, x4",
+                "data": "BSDS300 stand-in",
+                "rungs": [rung],
+                "load": load,
+            }
+        )
+    )
     summary = gpu_summary.collect(work, dry_run=False, wall_seconds=470, host=GPU_HOST)
     assert summary["profile"] == "full" and summary["device"] == "NVIDIA H200" and summary["load"] == {"sr": load}
     page = gpu_summary.markdown(summary)

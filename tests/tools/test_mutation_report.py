@@ -29,8 +29,15 @@ def test_the_score_is_caught_over_checked():
 
 def test_the_report_lists_each_survivor_with_its_diff(tmp_path):
     report = tmp_path / "mutation.md"
-    write_report(report, _results(), work=tmp_path, scope="metrics, seeding", seconds=90, cut_off=True,
-                 diff=lambda name: f"-original {name}\n+mutant {name}")  # fmt: skip
+    write_report(
+        report,
+        _results(),
+        work=tmp_path,
+        scope="metrics, seeding",
+        seconds=90,
+        cut_off=True,
+        diff=lambda name: f"-original {name}\n+mutant {name}",
+    )
     text = report.read_text()
     assert "Modules mutated: metrics, seeding" in text and "1.5 min" in text and "cut off" in text
     assert "## Surviving mutants (2)" in text

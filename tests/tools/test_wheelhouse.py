@@ -118,10 +118,16 @@ def test_markers_are_read_for_the_gpu_machine(complete):
 def test_the_plan_installs_only_what_this_machine_lacks(complete, monkeypatch):
     present = {
         "torch": ("2.11.0+cu130", ("nvidia-never-looked-at==1",)),  # the baseline's own needs are the machine's
-        "torchvision": ("0.26.0", ()), "numpy": ("2.5.2", ()), "pillow": ("12.0", ()), "matplotlib": ("3.10", ()),
-        "scikit-image": ("0.25", ()), "tqdm": ("4.67.1", ()), "pytest": ("8.4.0", ("pluggy>=1.5",)),
-        "pluggy": ("1.6.0", ()), "nbformat": ("5.0.0", ()),  # too old for nbclient
-    }  # fmt: skip
+        "torchvision": ("0.26.0", ()),
+        "numpy": ("2.5.2", ()),
+        "pillow": ("12.0", ()),
+        "matplotlib": ("3.10", ()),
+        "scikit-image": ("0.25", ()),
+        "tqdm": ("4.67.1", ()),
+        "pytest": ("8.4.0", ("pluggy>=1.5",)),
+        "pluggy": ("1.6.0", ()),
+        "nbformat": ("5.0.0", ()),  # too old for nbclient
+    }
 
     def fake_installed(name):
         if name not in present:
@@ -136,8 +142,10 @@ def test_the_plan_installs_only_what_this_machine_lacks(complete, monkeypatch):
     assert planned == ["ipykernel", "kornia", "kornia_rs", "nbclient", "nbconvert", "nbformat", "nbval", "pyzmq"]
     present["torch"] = ("2.5.0", ())
     _, problems = wheelhouse.plan(complete)
-    assert problems == ["torch 2.5.0 does not satisfy torch>=2.6 (needed by the GPU check)",
-                        "torch 2.5.0 does not satisfy torch>=2.5.1 (needed by kornia 0.9.0)"]  # fmt: skip
+    assert problems == [
+        "torch 2.5.0 does not satisfy torch>=2.6 (needed by the GPU check)",
+        "torch 2.5.0 does not satisfy torch>=2.5.1 (needed by kornia 0.9.0)",
+    ]
 
 
 def test_the_command_line_reports_problems_with_exit_status_1(complete, capsys):
