@@ -109,7 +109,10 @@ def ratio_with_range(
     low, high = a_range[0] / b_range[1], a_range[1] / b_range[0]
     if a_range[0] == a_range[1] and b_range[0] == b_range[1]:
         return f"{ratio_text(a / b)} (one measurement each: no range)"
-    text = f"{ratio_text(a / b)} (range {low:.2f}–{high:.2f}x)"
+    shown = ratio_text(a / b)
+    if a / b >= 1 and not low <= round(a / b, 1) <= high:  # rounded to one place it would fall outside its own range
+        shown = f"{a / b:.2f}x"
+    text = f"{shown} (range {low:.2f}–{high:.2f}x)"
     if not _ranges_overlap(a_range, b_range):
         return text
     return f"within the noise of this machine: measured {text}{tie_text(pick, keep)}"
@@ -733,7 +736,7 @@ def accuracy_verdict(history: Sequence[dict[str, Any]], *, classes: int, data: s
     if len(history) < 2:
         return text + "; the budget bought one evaluation, so the curve is a single point."
     half = next(h for h in history if h["top1"] >= final["top1"] / 2)
-    return text + f"; half of that was reached after {half['trained_seconds']:.0f} s."
+    return text + f"; half of that top-1 ({50 * final['top1']:.1f}%) was reached after {half['trained_seconds']:.0f} s."
 
 
 def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:

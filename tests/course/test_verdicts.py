@@ -340,7 +340,9 @@ def test_accuracy_verdict_with_one_evaluation_says_so():
     text = verdicts.accuracy_verdict(one, classes=10, data="stand-in")
     assert "20.8%" in text and "single point" in text and "half of that" not in text
     two = [{"top1": 0.3, "trained_seconds": 50.0, "optimizer_steps": 10}, *[dict(one[0], top1=0.5)]]
-    assert "half of that was reached after 50 s" in verdicts.accuracy_verdict(two, classes=10, data="stand-in")
+    assert "half of that top-1 (25.0%) was reached after 50 s" in verdicts.accuracy_verdict(
+        two, classes=10, data="stand-in"
+    )
 
 
 def test_rank_reads_verdict_sets_bytes_read_against_bytes_read_and_names_decoding_apart():
@@ -470,3 +472,10 @@ def test_file_format_verdict_says_when_the_format_makes_no_difference():
     text = verdicts.file_format_verdict(_format_rows(500, 495, spread=0.05))
     assert "within the noise of this machine" in text and "no measurable difference" in text
     assert "the decoder's" not in text
+
+
+def test_a_ratio_is_never_printed_outside_its_own_range():
+    # 22.3 against 21.1 is 1.057: "1.1x" would sit above its range 1.03-1.09x, so it is printed with two places
+    text = verdicts.ratio_with_range(22.3, (22.0, 22.6), 21.1, (20.8, 21.4))
+    assert text.startswith("1.06x (range 1.03–1.09x)"), text
+    assert verdicts.ratio_with_range(2.0, (1.8, 2.2), 1.0, (0.9, 1.1)).startswith("2.0x (range")  # one place suffices
