@@ -159,8 +159,7 @@ def _build(rung: Rung, device: torch.device, turn_s: float, cores: int, busy: in
     """Build a rung's loader and model, warm them up, and size its turn to about `turn_s` seconds (at least one
     loader batch and one fed and one pre-made step: a rung slower than that takes longer, and the round count gives).
     Its workers are shut down until its first turn."""
-    # the workers' cores and those other processes keep busy are theirs: the step keeps the rest
-    threads = max(1, cores - rung.workers - busy)
+    threads = _rung_threads(rung, cores, busy)
     torch.manual_seed(0)
     with intra_op_threads(threads):
         probe = PipelineProbe(
@@ -191,12 +190,17 @@ def _take_turn(turn: _Turn) -> None:
     turn.probe.pause()
 
 
+def _rung_threads(rung: Rung, cores: int, busy: int) -> int:
+    """A rung's intra-op threads: the cores its workers and other processes' busy cores leave (at least one)."""
+    return cpu_budget(rung.workers, cores, busy)[1]
+
+
 def cpu_budget_text(rungs: list[Rung], cores: int, busy: int = 0) -> str:
     """The CPU budget each rung is measured under: its workers plus the timed process's intra-op threads, less the
     `busy` cores other processes kept busy when the ladder started."""
     parts = [
-        f"'{r.name}' {r.workers} worker{'s' * (r.workers != 1)} + {max(1, cores - r.workers - busy)} intra-op "
-        f"thread{'s' * (max(1, cores - r.workers - busy) != 1)}"
+        f"'{r.name}' {r.workers} worker{'s' * (r.workers != 1)} + {_rung_threads(r, cores, busy)} intra-op "
+        f"thread{'s' * (_rung_threads(r, cores, busy) != 1)}"
         for r in rungs
     ]
     others = f", {busy} of them kept busy by other processes when the ladder started" if busy else ""
@@ -204,15 +208,17 @@ def cpu_budget_text(rungs: list[Rung], cores: int, busy: int = 0) -> str:
 
 
 def run_ladder(
-    rungs: list[Rung], *, device: torch.device, rounds: int, turn_s: float
+    rungs: list[Rung], *, device: torch.device, rounds: int, turn_s: float, busy: int | None = None
 ) -> tuple[list[dict[str, Any]], str]:
     """Measure every rung side by side: all rungs are built, then up to `rounds` rounds give each rung a turn of about
     `turn_s` seconds (the loader alone, then fed and pre-made steps), the order rotating each round. A burst of load
     on the machine therefore hits every rung alike; each number is a median over rounds, with its range. After the
     first `MIN_ROUNDS` rounds (a range needs several), rounds stop once the next one would pass the budget
     (rounds x rungs x turn_s). Only the rung whose turn it is has live workers, with the intra-op threads its workers
-    leave. Returns the rows and lines saying the CPU budget and how long building and measuring took."""
-    started, cores, busy = time.perf_counter(), usable_cpu_count(), busy_cores()
+    leave, less the cores other processes keep busy (`busy`, measured now when not given). Returns the rows and lines
+    saying the CPU budget and how long building and measuring took."""
+    started, cores = time.perf_counter(), usable_cpu_count()
+    busy = busy_cores() if busy is None else busy
     turns = [_build(rung, device, turn_s, cores, busy) for rung in tqdm(rungs, desc="building rungs", unit="rung")]
     built, budget, done = time.perf_counter(), rounds * len(rungs) * turn_s, 0
     try:
@@ -669,14 +675,14 @@ def measure_cifar_ladder(
     on-device rung's augmentation (default `cifar_train_augment`)."""
     batch_size = batch_size or profile.cifar_ladder_batch
     model = functools.partial(build_model, profile.cifar_ladder_model)  # models.py: the one home of the choice
-    cores = usable_cpu_count()
+    cores, busy = usable_cpu_count(), busy_cores()  # one reading for the seed batch and the ladder's threads
     seed_workers = min(4, cpu_budget(cores, cores)[0])  # cifar_ladder's seed-post workers: the step keeps the rest
     seed_batch, why = seed_post_batch(
         model,
         device=device,
         wanted=batch_size,
         step_s=profile.ladder_turn_s / 3,
-        threads=cpu_budget(seed_workers, cores, busy_cores())[1],
+        threads=cpu_budget(seed_workers, cores, busy)[1],
     )
     rungs = cifar_ladder(
         images,
@@ -694,7 +700,9 @@ def measure_cifar_ladder(
         notes += _cifar_peers(
             rungs, images, labels, model=model, device=device, batch_size=batch_size, slug=image_folder.name
         )
-    rows, timing = run_ladder(rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s)
+    rows, timing = run_ladder(
+        rungs, device=device, rounds=profile.ladder_rounds, turn_s=profile.ladder_turn_s, busy=busy
+    )  # the busy cores its seed batch was sized with
     label = f"batch {batch_size}, {len(images)} images, {describe_model(profile.cifar_ladder_model)} training step"
     return LadderRun(rows, timing, label, notes)
 
