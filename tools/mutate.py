@@ -57,15 +57,20 @@ def prepare(work: Path, modules: list[str] | None, tests: list[str] | None) -> N
             shutil.copy2(source, work / name)
     text = (work / "pyproject.toml").read_text()
     if modules:
-        only = _toml_list([f"helpers/{m.removesuffix('.py')}.py" for m in modules])
-        text = re.sub(r"(?m)^only_mutate = .*$", f"only_mutate = {only}", text)
+        text = narrow(text, "only_mutate", [f"helpers/{m.removesuffix('.py')}.py" for m in modules])
     if tests:
-        text = re.sub(
-            r"(?m)^pytest_add_cli_args_test_selection = .*$",
-            f"pytest_add_cli_args_test_selection = {_toml_list(tests)}",
-            text,
-        )
+        text = narrow(text, "pytest_add_cli_args_test_selection", tests)
     (work / "pyproject.toml").write_text(text)
+
+
+def narrow(pyproject: str, key: str, values: list[str]) -> str:
+    """`pyproject` with [tool.mutmut]'s array `key` (on one line or several) replaced by `values`."""
+    pattern = re.compile(rf"(?ms)^{re.escape(key)} = \[.*?\]$")
+    if not pattern.search(pyproject):
+        raise SystemExit(
+            f"pyproject.toml: no `{key} = [...]` in [tool.mutmut] to narrow; restore it or drop the option"
+        )
+    return pattern.sub(lambda _: f"{key} = {_toml_list(values)}", pyproject, count=1)
 
 
 def run_mutmut(work: Path, time_limit_s: float, max_children: int) -> tuple[float, bool]:
