@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -70,12 +72,17 @@ def test_gpu_utilisation_samples_nvml_until_the_block_ends(monkeypatch):
         nvmlInit=lambda: calls.append("init"),
         nvmlShutdown=lambda: calls.append("shutdown"),
         nvmlDeviceGetHandleByIndex=lambda index: ("handle", index),
-        nvmlDeviceGetUtilizationRates=lambda handle: types.SimpleNamespace(gpu=next(readings)),
+        nvmlDeviceGetUtilizationRates=lambda handle: types.SimpleNamespace(
+            gpu=(handles.append(handle), next(readings))[1]
+        ),
     )
+    handles: list = []
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    with GpuUtilisation(0, interval_s=0.001) as meter:
+    with GpuUtilisation(1, interval_s=0.001) as meter:
         while len(meter.samples) < 3:
             pass
+        assert meter._thread is not None and meter._thread.daemon  # never keeps the interpreter alive
+    assert set(handles) == {("handle", 1)}  # the readings are of the device asked for
     assert calls == ["init", "shutdown"] and meter.samples[:3] == [10, 90, 50]
     count = len(meter.samples)
     assert meter.mean_percent() == pytest.approx(sum(meter.samples) / count)
@@ -99,3 +106,80 @@ def test_profiler_run_prints_nothing_to_stderr(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip() == "", done.stderr
+
+
+def test_the_timeline_syncs_the_given_device_hands_the_step_its_batch_and_warms_up_one_step(monkeypatch):
+    synced, stepped = [], []
+    monkeypatch.setattr(timeline, "synchronize", lambda device: synced.append(device))
+    batches = [torch.full((2,), float(i)) for i in range(3)]
+    rows = step_timeline(batches, lambda batch: stepped.append(batch), steps=4, device="meta")  # default warmup
+    assert len(rows) == 4 and len(stepped) == 5  # one warm-up step, not timed
+    assert all(batch.device.type == "meta" for batch in stepped)  # the batch was moved to the device first
+    assert synced and all(device == torch.device("meta") for device in synced)
+
+
+def test_the_summary_reports_medians_and_the_step_count():
+    rows = [{"start_s": 0.0, "wait_s": w, "compute_s": c} for w, c in [(1.0, 4.0), (3.0, 2.0), (8.0, 3.0)]]
+    summary = timeline_summary(rows)
+    assert summary == {
+        "wait_fraction": pytest.approx(12 / 21),
+        "median_wait_s": 3.0,
+        "median_compute_s": 3.0,
+        "max_wait_s": 8.0,
+        "steps": 3,
+    }
+
+
+def test_profile_steps_profiles_the_device_it_runs_on(monkeypatch, tmp_path):
+    """A CUDA run asks the profiler for CUDA activity too and keeps every event; batches go to that device; the
+    warm-up step runs outside the profile (stand-ins for the profiler and the copy, so it runs on a CPU)."""
+    asked, moved, steps_seen = {}, [], []
+
+    class FakeProfile:
+        def __init__(self, **kwargs):
+            asked.update(kwargs)
+
+        def __enter__(self):
+            asked["entered_after_steps"] = len(steps_seen)
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def export_chrome_trace(self, path):
+            Path(path).write_text("{}")
+
+        def key_averages(self):
+            return [types.SimpleNamespace(key="step", cpu_time_total=2500.0)]  # microseconds
+
+    monkeypatch.setattr(timeline, "profile", FakeProfile)
+    monkeypatch.setattr(timeline, "synchronize", lambda device: None)
+    monkeypatch.setattr(timeline, "to_device", lambda batch, device: moved.append(device) or batch)
+    trace = tmp_path / "not" / "yet" / "there" / "trace.json"
+    totals = profile_steps([torch.ones(1)], steps_seen.append, steps=3, device="cuda:0", trace_path=trace)
+    assert asked["activities"] == [timeline.ProfilerActivity.CPU, timeline.ProfilerActivity.CUDA]
+    assert asked["acc_events"] is True and asked["entered_after_steps"] == 1  # the default warm-up: one step
+    assert len(steps_seen) == 4 and moved == [torch.device("cuda:0")] * 4
+    assert trace.exists()  # its folders were made
+    assert totals == {"fetch": 0.0, "copy": 0.0, "step": 2.5}  # milliseconds; a range with no events reads 0
+
+
+def test_profile_steps_on_the_cpu_asks_for_cpu_activity_only(monkeypatch, tmp_path):
+    asked = {}
+    real_profile = timeline.profile
+
+    def recording_profile(**kwargs):
+        asked.update(kwargs)
+        return real_profile(**kwargs)
+
+    monkeypatch.setattr(timeline, "profile", recording_profile)
+    profile_steps([torch.ones(2)], lambda x: x.sum(), steps=1, device="cpu", trace_path=tmp_path / "t.json")
+    assert asked["activities"] == [timeline.ProfilerActivity.CPU]
+
+
+def test_profile_totals_are_milliseconds_of_each_range(tmp_path):
+    def step(batch):
+        time.sleep(0.02)
+
+    totals = profile_steps([torch.ones(1)], step, steps=3, device="cpu", trace_path=tmp_path / "t.json", warmup=0)
+    assert 55 <= totals["step"] < 10_000  # three 20 ms sleeps, in milliseconds (not seconds, not microseconds)
