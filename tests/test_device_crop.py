@@ -107,3 +107,61 @@ def test_cpu_decoding_gives_pils_pixels():
     with Image.open(io.BytesIO(buffer.getvalue())) as image:
         reference = torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1)
     assert decoded.shape == (3, 48, 64) and float((decoded.float() - reference.float()).abs().mean()) < 1.0
+
+
+def test_an_integer_reduction_is_the_exact_block_average():
+    """Adaptive sampling (sampling_ratio=0) samples every source pixel centre under an output pixel: cutting a whole
+    128-px noise image to 16 px is an 8x8 average pool, which a single sample per bin is not."""
+    noise = torch.rand(2, 3, 128, 128, generator=torch.Generator().manual_seed(0))
+    whole = torch.tensor([[0.0, 0.0, 128.0, 128.0]] * 2)
+    torch.testing.assert_close(crop_boxes(noise, whole, 16), torch.nn.functional.avg_pool2d(noise, 8))
+
+
+def test_the_crop_uses_its_scale_and_ratio_and_224_by_default():
+    images = _smooth(3, 60, 80)
+    whole = BatchRandomResizedCrop(20, scale=(1.0, 1.0), ratio=(4 / 3, 4 / 3))(images)  # the only box: all of it
+    torch.testing.assert_close(whole, crop_boxes(images, torch.tensor([[0.0, 0.0, 80.0, 60.0]] * 3), 20))
+    assert BatchRandomResizedCrop()(images[:1]).shape == (1, 3, 224, 224)
+
+
+def test_the_augmentation_crops_with_its_generator_and_jitters_as_asked():
+    images = [(_smooth(1, 60, 80, seed) * 255).to(torch.uint8)[0] for seed in range(8)]
+
+    def run(seed: int) -> torch.Tensor:
+        torch.manual_seed(0)  # the flip and the jitter draw from torch's global generator: the same every time
+        return device_train_augment(24, jitter=0, generator=torch.Generator().manual_seed(seed))(images)
+
+    assert torch.equal(run(1), run(1)) and not torch.equal(run(1), run(2))  # the crop follows the generator given
+    jitter = device_train_augment(jitter=0.3)[2]
+    assert (jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue) == (0.3, 0.3, 0.3, 0.0)
+    default = device_train_augment()
+    assert default[0].size == 224 and default[2].brightness == 0.2
+    assert not any(type(step).__name__ == "ColorJitter" for step in device_train_augment(jitter=0))
+
+
+def test_decoding_goes_to_the_library_and_device_asked_for(monkeypatch):
+    """The two other paths, with recording stand-ins: torchcodec (where installed) gets the whole list, RGB, and the
+    device; without it, a CUDA device gets one batched nvJPEG call."""
+    from helpers import device_crop
+
+    calls = []
+    datas = [torch.zeros(4, dtype=torch.uint8), torch.ones(4, dtype=torch.uint8)]
+
+    def fake_torchcodec(batch, mode, device):
+        calls.append(("torchcodec", len(batch), mode, device))
+        return [torch.zeros(3, 2, 2, dtype=torch.uint8) for _ in batch]
+
+    monkeypatch.setattr(device_crop, "torchcodec_decode_jpeg", fake_torchcodec)
+    assert device_crop.jpeg_decoder_name() == "torchcodec"
+    assert len(decode_jpegs(datas, "cuda:0")) == 2
+    assert calls == [("torchcodec", 2, "RGB", torch.device("cuda:0"))]
+
+    def fake_torchvision(data, mode, device="cpu"):
+        calls.append(("torchvision", type(data).__name__, mode, torch.device(device)))
+        return [torch.zeros(3, 2, 2, dtype=torch.uint8)] * len(data)
+
+    monkeypatch.setattr(device_crop, "torchcodec_decode_jpeg", None)
+    monkeypatch.setattr(device_crop, "decode_jpeg", fake_torchvision)
+    assert device_crop.jpeg_decoder_name() == "torchvision"
+    assert len(decode_jpegs(datas, "cuda:0")) == 2
+    assert calls[1:] == [("torchvision", "list", device_crop.ImageReadMode.RGB, torch.device("cuda:0"))]
