@@ -196,6 +196,53 @@ def test_setuid_and_setgid_bits_are_dropped(tmp_path, extraction):
         assert not mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX), (name, oct(mode))
 
 
+# tarfile's own `data` filter, kept before the fixture hides it: the reference for the modes the fallback writes
+REFERENCE_FILTER = getattr(tarfile, "data_filter", None)
+MODES = (0o777, 0o755, 0o711, 0o700, 0o666, 0o644, 0o640, 0o600, 0o444, 0o400, 0o070, 0o001, 0o4755, 0o2711)
+
+
+@pytest.mark.skipif(REFERENCE_FILTER is None, reason="this Python's tarfile has no data filter to compare with")
+def test_both_ways_write_the_modes_and_times_of_tarfiles_data_filter(tmp_path, extraction):
+    """Folder members (an empty one too) are made, a later member of a name replaces the earlier one, and each
+    file gets the permission bits tarfile's `data` filter gives it (less setuid/setgid/sticky) and its mtime."""
+    archive = tmp_path / "modes.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name in ("top", "top/empty"):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for i, mode in enumerate(MODES):
+            info = tarfile.TarInfo(f"top/m{mode:o}")
+            info.size, info.mode, info.mtime = 1, mode, 1_600_000_000 + 1000 * i
+            tar.addfile(info, io.BytesIO(b"x"))
+        for content in (b"old", b"new!"):
+            info = tarfile.TarInfo("top/twice.txt")
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    safe_extract(archive, tmp_path / "out")
+    top = tmp_path / "out" / "top"
+    assert (top / "empty").is_dir() and (top / "twice.txt").read_bytes() == b"new!"
+    special = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+    for i, mode in enumerate(MODES):
+        info = tarfile.TarInfo(f"top/m{mode:o}")
+        info.size, info.mode = 1, mode
+        expected = REFERENCE_FILTER(info, str(tmp_path / "out")).mode & ~special
+        written = (top / f"m{mode:o}").stat()
+        assert stat.S_IMODE(written.st_mode) == expected, (oct(mode), oct(written.st_mode), oct(expected))
+        assert written.st_mtime == 1_600_000_000 + 1000 * i
+
+
+def test_a_link_already_where_a_file_goes_cannot_redirect_its_write(tmp_path, extraction):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious")
+    (tmp_path / "out" / "top").mkdir(parents=True)
+    (tmp_path / "out" / "top" / "a.txt").symlink_to(victim)  # left there by someone else
+    archive = _tar(tmp_path / "a.tgz", {"top/a.txt": b"gotcha"})
+    with pytest.raises(UnsafeArchiveError, match="a.tgz"):
+        safe_extract(archive, tmp_path / "out")
+    assert victim.read_bytes() == b"precious"
+
+
 def test_a_link_already_in_the_destination_cannot_redirect_a_write(tmp_path, extraction):
     outside = tmp_path / "outside"
     outside.mkdir()
