@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import types
 import zipfile
 from pathlib import Path
 
@@ -330,3 +331,52 @@ def test_concurrent_extractions_with_one_killed_all_see_the_whole_folder(tmp_pat
     assert _tree(parent / "top") == _tree(reference)
     leftovers = [p.name for p in parent.iterdir() if p.name.startswith(".")]
     assert leftovers == [], leftovers  # the killed extraction's staging folder was cleared, never published
+
+
+def test_an_incomplete_folder_is_extracted_again_and_a_complete_one_kept(tmp_path):
+    archive = _tar(tmp_path / "data.tgz", {"top/a.txt": b"a", "top/b.txt": b"b"})
+    parent, checked = tmp_path / "parent", []
+
+    def verify(folder):
+        checked.append(folder)
+        if not (folder / "b.txt").is_file():
+            raise RuntimeError(f"{folder}: b.txt missing")
+
+    (parent / "top").mkdir(parents=True)
+    (parent / "top" / "a.txt").write_bytes(b"stale")  # a folder someone left half-done
+    folder = extract_into(archive, parent, "top", verify=verify)
+    assert _tree(folder) == {"a.txt": b"a", "b.txt": b"b"} and parent / "top" in checked
+    archive.unlink()  # a complete folder is returned as it is, without reading the archive
+    assert extract_into(archive, parent, "top", verify=verify) == folder and _tree(folder)["a.txt"] == b"a"
+
+
+def test_an_archive_without_the_expected_top_folder_or_past_the_limits_is_refused(tmp_path):
+    archive = _tar(tmp_path / "data.tgz", {"other/a.txt": b"a"})
+    with pytest.raises(BadArchiveError, match="data.tgz: expected a top-level folder 'top'"):
+        extract_into(archive, tmp_path / "parent", "top")
+    assert not (tmp_path / "parent" / "top").exists()
+    big = _tar(tmp_path / "big.tgz", {"top/a.bin": bytes(4096)})
+    with pytest.raises(UnsafeArchiveError, match="big.tgz.*past its limits"):
+        extract_into(
+            big, tmp_path / "parent", "top", limits=ExtractLimits(members=10, member_bytes=1024, total_bytes=10**6)
+        )
+    assert not (tmp_path / "parent" / "top").exists()
+
+
+@pytest.mark.parametrize("name", ["C:\\\\Windows\\\\evil.dll", "\\\\rooted.txt", "ok\\\\..\\\\..\\\\escape.txt"])
+def test_windows_absolute_and_climbing_names_are_refused_on_windows(monkeypatch, name):
+    from helpers import archives
+
+    info = _file(name)
+    archives._check_member(info, Path("win.tar"))  # an ordinary (odd) file name on POSIX
+    monkeypatch.setattr(archives, "os", types.SimpleNamespace(name="nt"))  # only this module sees Windows
+    with pytest.raises(UnsafeArchiveError, match="win.tar"):
+        archives._check_member(info, Path("win.tar"))
+
+
+def test_a_path_exactly_at_the_depth_limit_is_allowed():
+    from helpers import archives
+
+    archives._check_member(_file("/".join(["d"] * (archives.MAX_DEPTH - 1) + ["f"])), Path("deep.tar"))
+    with pytest.raises(UnsafeArchiveError, match="folders deep"):
+        archives._check_member(_file("/".join(["d"] * archives.MAX_DEPTH + ["f"])), Path("deep.tar"))
