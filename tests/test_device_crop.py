@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 from torchvision.transforms import RandomResizedCrop
@@ -165,3 +166,48 @@ def test_decoding_goes_to_the_library_and_device_asked_for(monkeypatch):
     assert device_crop.jpeg_decoder_name() == "torchvision"
     assert len(decode_jpegs(datas, "cuda:0")) == 2
     assert calls[1:] == [("torchvision", "list", device_crop.ImageReadMode.RGB, torch.device("cuda:0"))]
+
+
+def test_box_shapes_follow_torchvisions_aspect_distribution_drawn_per_sample():
+    heights, widths = torch.full((4000,), 300), torch.full((4000,), 300)
+    boxes = random_resized_boxes(heights, widths, generator=torch.Generator().manual_seed(1)).double()
+    log_aspect = torch.log((boxes[:, 2] - boxes[:, 0]) / (boxes[:, 3] - boxes[:, 1])).numpy()
+    torch.manual_seed(1)
+    reference = []
+    for _ in range(4000):
+        _, _, th, tw = RandomResizedCrop.get_params(torch.empty(1).expand(3, 300, 300), [0.08, 1.0], [3 / 4, 4 / 3])
+        reference.append(np.log(tw / th))
+    assert abs(log_aspect.mean() - np.mean(reference)) < 0.02 and abs(log_aspect.std() - np.std(reference)) < 0.02
+    assert (log_aspect > 0.05).mean() > 0.3 and (log_aspect < -0.05).mean() > 0.3  # wide and tall boxes both
+    assert len(np.unique(log_aspect.round(3))) > 300  # every sample draws its own tries, not one set for all
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "box_h", "box_w"), [(60, 110, 50, 100), (60, 100, 50, 100), (60, 110, 60, 100)]
+)
+def test_every_origin_of_a_box_is_reachable_and_top_and_left_are_drawn_apart(height, width, box_h, box_w):
+    """With scale and ratio fixed so only the place is random, every top and every left occurs, the last ones
+    included, and they are not the same draw; a box as wide (or as tall) as the image is legal, not the fallback."""
+    count = 4000
+    fraction, aspect = box_h * box_w / (height * width), box_w / box_h
+    boxes = random_resized_boxes(
+        torch.full((count,), height),
+        torch.full((count,), width),
+        scale=(fraction, fraction),
+        ratio=(aspect, aspect),
+        generator=torch.Generator().manual_seed(2),
+    )
+    assert torch.equal(boxes[:, 2] - boxes[:, 0], torch.full((count,), float(box_w)))
+    assert torch.equal(boxes[:, 3] - boxes[:, 1], torch.full((count,), float(box_h)))
+    left, top = boxes[:, 0].long(), boxes[:, 1].long()
+    assert sorted(set(top.tolist())) == list(range(height - box_h + 1))
+    assert sorted(set(left.tolist())) == list(range(width - box_w + 1))
+    if height > box_h and width > box_w:
+        assert abs(float(np.corrcoef(top.numpy(), left.numpy())[0, 1])) < 0.1
+
+
+def test_the_fallback_centre_crop_clamps_tall_and_in_range_images_too():
+    tall = random_resized_boxes(torch.tensor([300]), torch.tensor([100]), scale=(2.0, 3.0))
+    assert tall.tolist() == [[0.0, 83.0, 100.0, 216.0]]  # ratio clamped to 3/4: 100 x 133, centred (floor)
+    fits = random_resized_boxes(torch.tensor([100]), torch.tensor([120]), scale=(2.0, 3.0))
+    assert fits.tolist() == [[0.0, 0.0, 120.0, 100.0]]  # a ratio inside the range: the whole image
