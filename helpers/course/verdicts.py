@@ -503,7 +503,7 @@ def file_format_verdict(
     return (
         f"File format, loader alone: '{on_jpeg['name']}' {_span(*_rate(on_jpeg, rate))} samples/s on the JPEG files, "
         f"{_span(*_rate(on_png, rate))} on PNG copies of the same images: JPEG {fmt}; {reading}. The decoded cache, "
-        f"which decodes each file once whatever its format: {against}." + load_text([on_jpeg, on_png])
+        f"which decodes each file once whatever its format: {against}." + load_text([on_jpeg, on_png, cached])
     )
 
 

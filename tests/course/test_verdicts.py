@@ -474,6 +474,23 @@ def test_file_format_verdict_says_when_the_format_makes_no_difference():
     assert "the decoder's" not in text
 
 
+def test_file_format_verdict_says_when_its_loaders_were_measured_on_a_busy_machine():
+    quiet = _format_rows(500, 200)
+    assert "busy machine" not in verdicts.file_format_verdict(quiet)
+    rows = _format_rows(500, 200)
+    rows[1]["load_note"] = "other processes used 0.9 of 2 cores during this measurement"
+    rows[1]["load"] = {"other_cores": 0.9, "cores": 2, "busy": True}
+    text = verdicts.file_format_verdict(rows)
+    assert text.endswith(
+        "Measured on a busy machine (other processes used 0.9 of 2 cores during the measurements of "
+        "'lazy crop on PNG copies of the same images, 2 workers'): these numbers include that load."
+    )
+    rows[2]["load_note"], rows[2]["load"] = rows[1]["load_note"], rows[1]["load"]  # the cache it is compared with
+    assert "the measurements of 'lazy crop on PNG copies of the same images, 2 workers', 'decoded uint8 cache')" in (
+        verdicts.file_format_verdict(rows)
+    )
+
+
 def test_a_ratio_is_never_printed_outside_its_own_range():
     # 22.3 against 21.1 is 1.057: "1.1x" would sit above its range 1.03-1.09x, so it is printed with two places
     text = verdicts.ratio_with_range(22.3, (22.0, 22.6), 21.1, (20.8, 21.4))
