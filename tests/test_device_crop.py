@@ -6,6 +6,10 @@ augmentation's output normalised in channels_last; CPU JPEG decoding gives PIL's
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -211,3 +215,19 @@ def test_the_fallback_centre_crop_clamps_tall_and_in_range_images_too():
     assert tall.tolist() == [[0.0, 83.0, 100.0, 216.0]]  # ratio clamped to 3/4: 100 x 133, centred (floor)
     fits = random_resized_boxes(torch.tensor([100]), torch.tensor([120]), scale=(2.0, 3.0))
     assert fits.tolist() == [[0.0, 0.0, 120.0, 100.0]]  # a ratio inside the range: the whole image
+
+
+@pytest.mark.parametrize("error", ["RuntimeError", "OSError"])  # ImportError: where it is not installed, as here
+def test_a_torchcodec_that_cannot_load_its_libraries_falls_back_to_torchvision(tmp_path, error):
+    """torchcodec installed without the FFmpeg (or CUDA NPP) libraries it needs raises on import: the module still
+    imports, and decodes with torchvision."""
+    fake = tmp_path / "torchcodec"
+    (fake / "decoders").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "decoders" / "__init__.py").write_text(f"raise {error}('libavutil.so.59: cannot open shared object')\n")
+    code = "import helpers.device_crop as d; print(d.jpeg_decoder_name())"
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "torchvision"
