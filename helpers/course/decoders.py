@@ -3,6 +3,7 @@ when it is installed; rows that cannot run here say why instead of showing a num
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,58 +13,107 @@ import torch
 from torchvision.io import decode_jpeg, read_file
 
 from ..images import load_rgb_image
+from ..loadmeter import LoadMeter
 from ..measure import synchronize
+
+# a decoder to time: its name, what one pass includes, the pass, and the device to synchronise (None on the CPU)
+Decoder = tuple[str, str, Callable[[], Any], torch.device | None]
 
 
 def jpeg_decode_benchmark(paths: list[Path], device: torch.device, repeats: int = 3) -> list[dict[str, Any]]:
     """Images/s decoding the same JPEG files: PIL, torchvision on the CPU, torchvision (nvJPEG) on CUDA when there
-    is a GPU, and NVIDIA DALI when it is installed; rows that cannot run say why instead of a number."""
+    is a GPU, and NVIDIA DALI when it is installed, each the median of `repeats` rounds with its range, the rounds
+    interleaved (one pass of every decoder per round); rows that cannot run say why instead of a number."""
     encoded = [read_file(str(p)) for p in paths]
-    rows: list[dict[str, Any]] = []
-
-    def timed(name: str, includes: str, decode: Callable[[], Any], sync: torch.device | None = None) -> None:
-        decode()  # warm-up: library initialisation, nvJPEG handles
-        start = time.perf_counter()
-        for _ in range(repeats):
-            decode()
-        if sync is not None:
-            synchronize(sync)
-        rows.append(
-            {
-                "decoder": name,
-                "includes": includes,
-                "images_per_s": repeats * len(paths) / (time.perf_counter() - start),
-            }
-        )
-
-    # the rows do not do the same work: what each includes is said beside its rate
-    timed(
-        "PIL (Image.open + load), CPU",
-        "reads each file, decodes, converts to RGB",
-        lambda: [load_rgb_image(p) for p in paths],
-    )
-    timed("torchvision.io.decode_jpeg, CPU", "decodes bytes already in memory", lambda: decode_jpeg(encoded))
+    gpu: Decoder | dict[str, Any] = {
+        "decoder": "torchvision.io.decode_jpeg on CUDA",
+        "images_per_s": None,
+        "note": "skipped: no CUDA device here",
+    }
     if device.type == "cuda":
-        timed(
+        gpu = (
             f"torchvision.io.decode_jpeg, {device} (nvJPEG)",
             "decodes bytes already in memory, output on the GPU",
             lambda: decode_jpeg(encoded, device=device),
             device,
         )
-    else:
-        rows.append(
-            {
-                "decoder": "torchvision.io.decode_jpeg on CUDA",
-                "images_per_s": None,
-                "note": "skipped: no CUDA device here",
-            }
-        )
-    rows.append(_dali_row(paths, repeats, device))
+    # the rows do not do the same work: what each includes is said beside its rate
+    entries: list[Decoder | dict[str, Any]] = [
+        (
+            "PIL (Image.open + load), CPU",
+            "reads each file, decodes, converts to RGB",
+            lambda: [load_rgb_image(p) for p in paths],
+            None,
+        ),
+        ("torchvision.io.decode_jpeg, CPU", "decodes bytes already in memory", lambda: decode_jpeg(encoded), None),
+        gpu,
+        _dali_decoder(paths, device),
+    ]
+    timed = iter(_interleaved([e for e in entries if isinstance(e, tuple)], len(paths), repeats))
+    return [next(timed) if isinstance(entry, tuple) else entry for entry in entries]
+
+
+def _interleaved(
+    decoders: list[Decoder], images: int, repeats: int, new_meter: Callable[[], LoadMeter] = LoadMeter
+) -> list[dict[str, Any]]:
+    """Each decoder warmed up once, then timed `repeats` rounds, one pass of every decoder per round; a GPU decoder's
+    device is synchronised before its clock starts and before it stops, so its queued work is counted, all of it."""
+    rates: list[list[float]] = [[] for _ in decoders]
+    meters = [new_meter() for _ in decoders]
+    for _, _, decode, sync in decoders:
+        decode()  # warm-up: library initialisation, nvJPEG handles
+        if sync is not None:
+            synchronize(sync)
+    for _ in range(repeats):
+        for (_, _, decode, sync), meter, rate in zip(decoders, meters, rates):
+            with meter:
+                start = time.perf_counter()
+                decode()
+                if sync is not None:
+                    synchronize(sync)
+                rate.append(images / (time.perf_counter() - start))
+    rows = []
+    for (name, includes, _, _), meter, rate in zip(decoders, meters, rates):
+        load = meter.total()
+        row = {"decoder": name, "includes": includes, "images_per_s": statistics.median(rate), "rounds": len(rate)}
+        row["images_per_s_range"] = (min(rate), max(rate))
+        if load is not None:
+            row["load"] = load.as_dict()
+            row["load_note"] = load.note() if load.busy else ""
+        rows.append(row)
     return rows
 
 
-def _dali_row(paths: list[Path], repeats: int, device: torch.device) -> dict[str, Any]:
-    """NVIDIA DALI's file reader + mixed (nvJPEG) decoder, when DALI and a GPU are there; never required."""
+def decode_table(rows: list[dict[str, Any]]) -> str:
+    """The benchmark as a Markdown table: each decoder's median images/s with its range over rounds, what it
+    includes, or why it did not run; a last line when other processes kept the machine busy."""
+    lines = ["| decoder | images/s (range over rounds) | what it includes |", "|---|---:|---|"]
+    for row in rows:
+        if row["images_per_s"] is None:
+            lines.append(f"| {row['decoder']} | | {row['note']} |")
+            continue
+        low, high = row["images_per_s_range"]
+        rate = (
+            f"{row['images_per_s']:.0f} ({low:.0f}–{high:.0f})"
+            if row["rounds"] > 1
+            else f"{row['images_per_s']:.0f} (one round: no range)"
+        )
+        lines.append(f"| {row['decoder']} | {rate} | {row['includes']} |")
+    busy = [row for row in rows if row.get("load_note")]
+    if busy:
+        others = [row["load"]["other_cores"] for row in busy]
+        used = f"{min(others):.1f}–{max(others):.1f}" if max(others) - min(others) >= 0.05 else f"{max(others):.1f}"
+        ran = sum(row["images_per_s"] is not None for row in rows)
+        lines.append(
+            f"\nMeasured on a busy machine: other processes used {used} of {busy[0]['load']['cores']} cores while "
+            f"{len(busy)} of the {ran} decoders ran; these rates include that load."
+        )
+    return "\n".join(lines)
+
+
+def _dali_decoder(paths: list[Path], device: torch.device) -> Decoder | dict[str, Any]:
+    """NVIDIA DALI's file reader + mixed (nvJPEG) decoder as a decoder to time, when DALI and a GPU are there, else
+    the row that says why not; never required."""
     try:
         from nvidia.dali import fn, pipeline_def
     except ImportError:
@@ -74,21 +124,13 @@ def _dali_row(paths: list[Path], repeats: int, device: torch.device) -> dict[str
         }
     if device.type != "cuda":
         return {"decoder": "NVIDIA DALI", "images_per_s": None, "note": "skipped: DALI decodes on a GPU"}
-    batch = len(paths)
 
-    @pipeline_def(batch_size=batch, num_threads=4, device_id=device.index or 0)
+    @pipeline_def(batch_size=len(paths), num_threads=4, device_id=device.index or 0)
     def decode_pipeline():
         jpegs, _ = fn.readers.file(files=[str(p) for p in paths])
         return fn.decoders.image(jpegs, device="mixed")
 
     pipe = decode_pipeline()
     pipe.build()
-    pipe.run()  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        pipe.run()
-    return {
-        "decoder": "NVIDIA DALI (file reader + mixed decoder)",
-        "includes": "reads each file, decodes on the GPU",
-        "images_per_s": repeats * batch / (time.perf_counter() - start),
-    }
+    # run() returns when DALI's outputs are ready: the sync after it is for the torch side, and costs nothing
+    return ("NVIDIA DALI (file reader + mixed decoder)", "reads each file, decodes on the GPU", pipe.run, device)
