@@ -265,28 +265,37 @@ def _sweep_rate(row: dict[str, Any]) -> str:
     return f"{row['samples_per_s']:.0f} samples/s ({low:.0f}–{high:.0f})"
 
 
+def _ms_span(values: list[float]) -> str:
+    """'35.5 ms (35.0–36.0 over 4 runs)', or '52.0 ms (one run: no range)'."""
+    if len(values) == 1:
+        return f"{values[0]:.1f} ms (one run: no range)"
+    return f"{statistics.median(values):.1f} ms ({min(values):.1f}–{max(values):.1f} over {len(values)} runs)"
+
+
 def _oversubscription_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
-    """End to end: per intra-op thread count, the step's compute beside workers that overfill the cores, against
-    within them (the same thread count, so only the workers differ)."""
+    """End to end: per intra-op thread count, the step's compute over every repeat of the settings whose workers
+    overfill the cores, against those within them (the same thread count, so only the workers differ)."""
     parts = []
     for threads in sorted({r["intra_op_threads"] for r in rows if r.get("intra_op_threads")}):
         same = [r for r in rows if r.get("intra_op_threads") == threads and "compute_ms" in r]
-        over = [r["compute_ms"] for r in same if r["num_workers"] + threads > cores]
-        within = [r["compute_ms"] for r in same if r["num_workers"] + threads <= cores]
-        if over and within:
-            relation = (
-                "slower"
-                if min(over) > max(within)
-                else "faster"
-                if max(over) < min(within)
-                else "no different within the noise"
-            )
-            parts.append(
-                f"with {threads} thread{'s' * (threads != 1)}, {statistics.median(within):.1f} ms per step "
-                "within the cores "
-                f"({min(within):.1f}–{max(within):.1f}) against {statistics.median(over):.1f} "
-                f"({min(over):.1f}–{max(over):.1f}) past them: {relation}"
-            )
+        over = [c for r in same if r["num_workers"] + threads > cores for c in r.get("compute_runs", [r["compute_ms"]])]
+        within = [
+            c for r in same if r["num_workers"] + threads <= cores for c in r.get("compute_runs", [r["compute_ms"]])
+        ]
+        if not (over and within):
+            continue
+        if len(over) == 1 and len(within) == 1:
+            relation = "one run each, so no range to tell them apart by"
+        elif min(over) > max(within):
+            relation = "slower"
+        elif max(over) < min(within):
+            relation = "faster"
+        else:
+            relation = "no different within the noise"
+        parts.append(
+            f"with {threads} thread{'s' * (threads != 1)}, {_ms_span(within)} per step within the cores against "
+            f"{_ms_span(over)} past them: {relation}"
+        )
     if not parts:
         return ""
     lead = f" The step's compute where workers + intra-op threads stay within the {cores} cores or exceed them: "
@@ -911,3 +920,19 @@ def allocator_verdict(rows: Sequence[dict[str, Any]]) -> str:
         + "; ".join(growth)
         + "."
     )
+
+
+def reduction_text(reduced_share: float, pixel_share: float, crop: int) -> str:
+    """07: how many RandomResizedCrop boxes decode at reduced size and the median share of pixels decoded; when none
+    does, that the reduced-decoding rung then decodes at full size, so draft mode plays no part in its number."""
+    text = (
+        f"{100 * reduced_share:.0f}% of {crop}-px RandomResizedCrop boxes decode at reduced size; the median box "
+        f"decodes {100 * pixel_share:.0f}% of the pixels a full decode does"
+    )
+    if reduced_share == 0:
+        text += (
+            f". These images are too small for any box to be reduced on the way to {crop} px, so the "
+            "'reduced-size JPEG decoding' rung below decodes every file at full size: its speed owes nothing to "
+            "draft mode here (photographs of a few megapixels are where it pays)"
+        )
+    return text + "."

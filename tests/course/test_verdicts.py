@@ -64,16 +64,20 @@ def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
         _sweep_row(1, 50, [48, 52], threads=1, compute=36.0),
         _sweep_row(2, 45, [44, 47], threads=1, compute=52.0),
     ]
+    rows[4]["compute_runs"] = [50.0, 52.0, 55.0]  # every repeat's compute counts, not one median per setting
     text = verdicts.sweep_verdict(rows, cores=2)
     assert text.startswith("End to end") and "1 worker, 1 intra-op thread, prefetch 2: 50 samples/s" in text
     assert (
-        "with 1 thread, 35.5 ms per step within the cores (35.0–36.0) against 52.0 (52.0–52.0) past them: slower"
-        in text
+        "with 1 thread, 35.5 ms (35.0–36.0 over 2 runs) per step within the cores against 52.0 ms (50.0–55.0 over 3 "
+        "runs) past them: slower" in text
     )
+    # one run on each side: no range, so no verdict either way
     assert (
-        "with 2 threads, 20.0 ms per step within the cores (20.0–20.0) against 41.0 (41.0–41.0) past them: slower"
-        in text
+        "with 2 threads, 20.0 ms (one run: no range) per step within the cores against 41.0 ms (one run: no range) "
+        "past them: one run each, so no range to tell them apart by" in text
     )
+    rows[4]["compute_runs"] = [34.0, 52.0]
+    assert "past them: no different within the noise" in verdicts.sweep_verdict(rows, cores=2)
 
 
 def test_sweep_verdict_tests_two_to_four_times_the_cores():
@@ -496,3 +500,13 @@ def test_a_ratio_is_never_printed_outside_its_own_range():
     text = verdicts.ratio_with_range(22.3, (22.0, 22.6), 21.1, (20.8, 21.4))
     assert text.startswith("1.06x (range 1.03–1.09x)"), text
     assert verdicts.ratio_with_range(2.0, (1.8, 2.2), 1.0, (0.9, 1.1)).startswith("2.0x (range")  # one place suffices
+
+
+def test_the_reduction_text_says_when_no_box_decodes_at_reduced_size():
+    some = verdicts.reduction_text(0.62, 0.25, 224)
+    assert some == (
+        "62% of 224-px RandomResizedCrop boxes decode at reduced size; the median box decodes 25% of the pixels a "
+        "full decode does."
+    )
+    none = verdicts.reduction_text(0.0, 1.0, 224)
+    assert none.startswith("0% of 224-px") and "decodes every file at full size" in none and "draft mode" in none
