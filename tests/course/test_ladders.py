@@ -309,3 +309,48 @@ def test_the_posts_batch_is_timed_with_the_rungs_threads_and_says_its_predicted_
     batch, why = seed_post_batch(model, device=torch.device("cpu"), wanted=4, step_s=10.0, threads=1)
     assert batch == 4 and "predicted step" in why and "with the rung's 1 intra-op thread" in why
     assert threads_seen[-3:] == [1, 1, 1] and torch.get_num_threads() == before  # warm-up, probe, check; restored
+
+
+def test_rounds_stop_at_the_budget_after_the_minimum_and_the_bar_ends_where_they_stopped(monkeypatch):
+    from torch import nn
+
+    from helpers.course import ladders
+    from helpers.course.ladders import MIN_ROUNDS, Rung
+
+    bars = []
+
+    class RecordingBar:
+        def __init__(self, iterable=None, total=None, **kwargs):
+            self.iterable, self.total, self.n, self.desc = iterable, total, 0, kwargs.get("desc")
+            bars.append(self)
+
+        def __iter__(self):
+            return iter(self.iterable)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, count):
+            self.n += count
+
+        def refresh(self):
+            pass
+
+    def build():
+        return [(torch.zeros(4, 3), torch.zeros(4, 1))] * 4
+
+    def make_step(model):
+        return lambda batch: model(batch[0]).sum().backward()
+
+    rung = Rung("quick", build, lambda: nn.Linear(3, 1), workers=0, make_step=make_step, role="quick")
+    monkeypatch.setattr(ladders, "tqdm", RecordingBar)
+    monkeypatch.setattr(ladders, "busy_cores", lambda: 0)
+    # a budget of 8 rounds x 2 rungs x 1 µs: every round past the minimum would pass it
+    rows, timing = ladders.run_ladder([rung, rung], device=torch.device("cpu"), rounds=8, turn_s=1e-6)
+    (rounds_bar,) = [bar for bar in bars if bar.desc == "ladder rounds"]
+    assert f"{MIN_ROUNDS} of 8 rounds took" in timing
+    assert rounds_bar.n == rounds_bar.total == MIN_ROUNDS * 2  # ends at what ran, not at 16
+    assert all(row["rounds"] == MIN_ROUNDS for row in rows)
