@@ -354,3 +354,22 @@ def test_rounds_stop_at_the_budget_after_the_minimum_and_the_bar_ends_where_they
     assert f"{MIN_ROUNDS} of 8 rounds took" in timing
     assert rounds_bar.n == rounds_bar.total == MIN_ROUNDS * 2  # ends at what ran, not at 16
     assert all(row["rounds"] == MIN_ROUNDS for row in rows)
+
+
+def test_the_doctor_reads_the_efficiency_the_table_prints(monkeypatch):
+    """Fed median over pre-made median (80 / 100 = 0.8), with its range: not the probe's own median of block ratios
+    (0.5 here), which a reader cannot compute from the table."""
+    import types
+
+    from helpers.course import ladders
+    from helpers.pipeline_result import PipelineResult
+
+    fed = PipelineResult(80.0, 100.0, 0.5, 1.0, 4.0, 10, 100.0, None, efficiency_range=(0.7, 0.9))
+    rates = {"alone": [200.0, 210.0, 190.0], "fed": [80.0, 78.0, 82.0], "premade": [100.0, 99.0, 101.0]}
+    probe = types.SimpleNamespace(result=lambda: fed, rates=lambda kind: rates[kind])
+    rung = types.SimpleNamespace(name="r", role="r", bounds="", model_note="", workers=2)
+    read = []
+    monkeypatch.setattr(ladders, "diagnose_pipeline", lambda result, **kwargs: read.append(result) or "VERDICT\nwhy")
+    row = ladders._row(ladders._Turn(rung, probe, threads=1), cores=4)
+    assert row["pipeline_efficiency"] == 0.8 and row["efficiency_range"] == (0.7, 0.9) and row["doctor"] == "VERDICT"
+    assert read[0].pipeline_efficiency == 0.8 and read[0].efficiency_range == (0.7, 0.9)
