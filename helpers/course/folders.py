@@ -34,7 +34,6 @@ from .data import data_root
 from .ladders import LadderRun, Rung, classification_train_step, run_ladder
 from .profiles import Profile
 from .standins import CIFAR_STANDIN_CLASSES, skimage_photo
-from .verdicts import _rate, _span, efficiency_text, ratio_with_range
 
 FOLDER_MARKER = "STANDIN.txt"
 SAMPLES = Profile.endless  # an epoch long enough that no measurement restarts the workers (the profile says why)
@@ -264,6 +263,7 @@ def folder_ladder(
             workers,
             classification_train_step,
             prefetched=ahead,
+            role="post",
         ),
         Rung(
             f"reduced-size JPEG decoding (draft, box first), crop + flip in {workers} workers; jitter on the device",
@@ -272,6 +272,7 @@ def folder_ladder(
             workers,
             classification_train_step,
             prefetched=ahead,
+            role="reduced decoding",
         ),
         Rung(
             f"pre-resized uint8 store (short side {store.meta['short_side']}), crop + flip in {workers} workers; "
@@ -281,6 +282,7 @@ def folder_ladder(
             workers,
             classification_train_step,
             prefetched=ahead,
+            role="store",
         ),
         Rung(
             f"whole JPEGs decoded ({where}), crop + flip + jitter on the device in one batch",
@@ -289,6 +291,7 @@ def folder_ladder(
             workers,
             classification_train_step,
             prefetched=ahead,
+            role="whole-JPEG batch",
         ),
         Rung(
             f"WebDataset shards ({len(shards)}), reduced-size decoding in {workers} workers; jitter on the device",
@@ -297,6 +300,7 @@ def folder_ladder(
             workers,
             classification_train_step,
             prefetched=ahead,
+            role="shards",
         ),
     ]
 
@@ -336,48 +340,6 @@ def optional_rows() -> list[tuple[str, str]]:
             )
         )
     return missing
-
-
-LOADER = "loader_samples_per_s"  # the ladder row's loader-alone rate (its range: LOADER + "_range")
-
-
-def rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
-    """One printed sentence per rung from its numbers: loader-alone rate against the post's with the ratio's range
-    ("within the noise" when the ranges overlap), fed rate, efficiency with its range, and the doctor's verdict."""
-    first = rows[0]
-    lines = []
-    for row in rows:
-        rate, spread = _rate(row, LOADER)
-        against = (
-            "the reference"
-            if row is first
-            else "against the post's: "
-            + ratio_with_range(rate, spread, *_rate(first, LOADER), pick=("this one", "the post's"))
-        )
-        lines.append(
-            f"{row['name']}: loader alone {_span(rate, spread)} samples/s ({against}); fed end to end "
-            f"{_span(row['fed_samples_per_s'], row.get('fed_samples_per_s_range'))} samples/s, efficiency "
-            f"{efficiency_text(row)}; doctor: {row['doctor']}"
-        )
-    return lines
-
-
-def storage_verdict(rows: list[dict[str, Any]]) -> str:
-    """Folder (reduced decoding), store and shards side by side, loader alone, from the ladder's rows."""
-    by_name = {
-        key: next(r for r in rows if r["name"].startswith(prefix))
-        for key, prefix in (("folder", "reduced"), ("store", "pre-resized"), ("shards", "WebDataset"))
-    }
-    ranked = sorted(by_name.items(), key=lambda item: -item[1]["loader_samples_per_s"])
-    (best, top), (runner_up, second) = ranked[0], ranked[1]
-    ratio = ratio_with_range(*_rate(top, LOADER), *_rate(second, LOADER), pick=(best, runner_up))
-    head = (
-        f"{best} against {runner_up}, {ratio}"
-        if "within the noise" in ratio
-        else f"{best} is fastest here, {ratio} {runner_up}"
-    )
-    rates = ", ".join(f"{key} {_span(*_rate(row, LOADER))} samples/s" for key, row in by_name.items())
-    return f"On this machine's local disk, loader alone: {head} ({rates})."
 
 
 def median_reduction(samples: list[tuple[str, int]], size: int, draws: int = 200) -> tuple[float, float]:

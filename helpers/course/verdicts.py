@@ -936,3 +936,46 @@ def reduction_text(reduced_share: float, pixel_share: float, crop: int) -> str:
             "draft mode here (photographs of a few megapixels are where it pays)"
         )
     return text + "."
+
+
+LOADER = "loader_samples_per_s"  # a ladder row's loader-alone rate (its range: LOADER + "_range")
+
+
+def folder_rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """07: one sentence per rung from its numbers: loader-alone rate against the post's rung (role "post") with the
+    ratio's range ("within the noise" when the ranges overlap), fed rate, efficiency with its range, the doctor."""
+    post = by_role(rows, "post")
+    lines = []
+    for row in rows:
+        rate, spread = _rate(row, LOADER)
+        against = (
+            "the reference"
+            if row is post
+            else "against the post's: "
+            + ratio_with_range(rate, spread, *_rate(post, LOADER), pick=("this one", "the post's"))
+        )
+        lines.append(
+            f"{row['name']}: loader alone {_span(rate, spread)} samples/s ({against}); fed end to end "
+            f"{_span(row['fed_samples_per_s'], row.get('fed_samples_per_s_range'))} samples/s, efficiency "
+            f"{efficiency_text(row)}; doctor: {row['doctor']}"
+        )
+    return lines
+
+
+def storage_verdict(rows: list[dict[str, Any]]) -> str:
+    """07: the folder (reduced decoding), the pre-resized store and the shards side by side, loader alone, found in
+    the ladder's rows by their roles."""
+    by_key = {
+        key: by_role(rows, role)
+        for key, role in (("folder", "reduced decoding"), ("store", "store"), ("shards", "shards"))
+    }
+    ranked = sorted(by_key.items(), key=lambda item: -item[1][LOADER])
+    (best, top), (runner_up, second) = ranked[0], ranked[1]
+    ratio = ratio_with_range(*_rate(top, LOADER), *_rate(second, LOADER), pick=(best, runner_up))
+    head = (
+        f"{best} against {runner_up}, {ratio}"
+        if "within the noise" in ratio
+        else f"{best} is fastest here, {ratio} {runner_up}"
+    )
+    rates = ", ".join(f"{key} {_span(*_rate(row, LOADER))} samples/s" for key, row in by_key.items())
+    return f"On this machine's local disk, loader alone: {head} ({rates})."

@@ -14,13 +14,12 @@ from helpers.course.folders import (
     OnDevice,
     finish_on_device,
     optional_rows,
-    rung_verdicts,
-    storage_verdict,
     write_jpeg_folder_standin,
 )
 from helpers.course.profiles import PROFILES
 from helpers.course.sr_formats import MARKER, png_copies, same_pixels
 from helpers.course.standins import CIFAR_STANDIN_CLASSES
+from helpers.course.verdicts import folder_rung_verdicts, storage_verdict
 
 
 def test_the_standin_is_an_image_folder_of_photo_sized_jpegs_written_once(tmp_path):
@@ -48,10 +47,11 @@ def test_profiles_size_the_lesson_as_the_issue_asks():
     assert PROFILES["smoke"].folders.images_per_class * 10 <= 50
 
 
-def _row(name: str, rate: float, low: float, high: float) -> dict:
+def _row(name: str, rate: float, low: float, high: float, role: str = "") -> dict:
     """A ladder row with the keys run_ladder writes (helpers.course.ladders._row)."""
     return {
         "name": name,
+        "role": role,
         "loader_samples_per_s": rate,
         "loader_samples_per_s_range": (low, high),
         "fed_samples_per_s": rate / 2,
@@ -64,18 +64,22 @@ def _row(name: str, rate: float, low: float, high: float) -> dict:
 
 def test_verdicts_say_when_ranges_overlap():
     rows = [
-        _row("the post", 100, 90, 110),
-        _row("reduced", 105, 95, 115),
-        _row("pre-resized", 400, 380, 420),
-        _row("whole", 300, 280, 320),
-        _row("WebDataset", 390, 370, 410),
+        _row("the post", 100, 90, 110, "post"),
+        _row("reduced", 105, 95, 115, "reduced decoding"),
+        _row("pre-resized", 400, 380, 420, "store"),
+        _row("whole", 300, 280, 320, "whole-JPEG batch"),
+        _row("WebDataset", 390, 370, 410, "shards"),
     ]
-    lines = rung_verdicts(rows)
+    lines = folder_rung_verdicts(rows)
     assert "(the reference)" in lines[0] and "within the noise of this machine" in lines[1]
     assert "against the post's: 4.0x (range 3.45–4.67x)" in lines[2] and "efficiency 0.50 (0.40–0.60)" in lines[2]
     assert "store against shards, within the noise" in storage_verdict(rows)
-    rows[4] = _row("WebDataset", 200, 190, 210)
+    rows[4] = _row("WebDataset", 200, 190, 210, "shards")
     assert "store is fastest here, 2.0x (range 1.81–2.21x) shards" in storage_verdict(rows)
+    # found by role, not by place: a rung inserted first changes nothing
+    rows.insert(0, _row("an extra rung", 5000, 4900, 5100, "extra"))
+    assert "store is fastest here, 2.0x (range 1.81–2.21x) shards" in storage_verdict(rows)
+    assert "against the post's: 4.0x (range 3.45–4.67x)" in folder_rung_verdicts(rows)[3]
 
 
 def test_optional_peers_say_why_they_have_no_row():
