@@ -203,13 +203,20 @@ def test_background_prefetcher_reraises_the_producers_error_after_the_items_befo
 
 
 def test_background_prefetcher_stops_its_thread_when_the_consumer_stops():
-    def endless():
-        i = 0
-        while True:
-            yield i
-            i += 1
+    produced: list[int] = []
 
+    def endless():
+        while True:
+            produced.append(len(produced))
+            yield produced[-1]
+
+    before = set(threading.enumerate())
     iterator = iter(prefetch.BackgroundPrefetcher(endless(), depth=2))
     assert [next(iterator) for _ in range(5)] == [0, 1, 2, 3, 4]
-    iterator.close()  # what a `break` out of the loop does
-    assert not any(t.name == "prefetch" and t.is_alive() for t in threading.enumerate())
+    deadline = time.monotonic() + 30
+    while len(produced) < 5 + 2 + 1 and time.monotonic() < deadline:  # 2 queued and 1 waiting for room
+        time.sleep(0.01)
+    started = [t for t in threading.enumerate() if t not in before]
+    iterator.close()  # what a `break` out of the loop does: the producer, blocked on the full queue, must stop too
+    assert [t.name for t in started] == ["prefetch"] and started[0].daemon  # a daemon: never holds the interpreter
+    assert not started[0].is_alive()
