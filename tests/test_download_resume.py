@@ -4,6 +4,7 @@ is checked against the file's whole size, and the socket timeout is the one aske
 from __future__ import annotations
 
 import hashlib
+import urllib.error
 import urllib.request
 
 import pytest
@@ -54,3 +55,14 @@ def test_the_socket_timeout_is_applied(http_server, tmp_path, monkeypatch, timeo
     stall = StallRule(seconds=stall_s)
     download(http_server.url("/f"), tmp_path / "f", sha256=DIGEST, timeout=timeout, stall=stall, progress=False)
     assert seen == [applied]
+
+
+def test_a_416_to_a_fresh_request_is_the_servers_error_not_a_whole_part(tmp_path, monkeypatch):
+    def urlopen(request, timeout=None):
+        raise urllib.error.HTTPError(request.full_url, 416, "Range Not Satisfiable", {}, None)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(download_module.urllib.request, "urlopen", urlopen)
+    with pytest.raises(urllib.error.HTTPError) as info:
+        download("http://127.0.0.1:9/f", tmp_path / "f", sha256=DIGEST, progress=False)
+    assert info.value.code == 416
+    assert not (tmp_path / "f").exists()
