@@ -60,3 +60,19 @@ def test_a_dataset_that_fills_its_batches_has_no_empty_last_batch():
     for drop_last in (False, True):
         loader = DeviceTensorLoader(images, labels, batch_size=5, drop_last=drop_last)
         assert len(loader) == 2 == len(list(loader))
+
+
+def test_the_sweep_drains_what_workers_hold_ready_and_times_at_least_twice_that(monkeypatch):
+    from helpers import loading
+
+    calls = []
+
+    def fake_time_batches(loader, batches, *, warmup=1, device=None):
+        calls.append((batches, warmup, loader.num_workers))
+        return {"samples_per_s": 1.0}
+
+    monkeypatch.setattr(loading, "time_batches", fake_time_batches)
+    settings = loading.loader_settings_grid([0, 2], prefetch=[3])
+    rows = loading.sweep_loader_settings(_Indices(8), settings, batch_size=2, batches=4)
+    assert [row["samples_per_s"] for row in rows] == [1.0, 1.0]
+    assert sorted(calls, key=lambda c: c[2]) == [(4, 1, 0), (12, 7, 2)]  # 2 workers x 3 ahead: 6 in flight
