@@ -92,3 +92,13 @@ def test_drain_draws_what_the_workers_hold_ready(monkeypatch):
     assert loader.draws - before == 6  # 3 workers x 2 batches each
     probe.drain(2)
     assert loader.draws - before == 8
+
+
+def test_seconds_per_call_synchronises_the_current_cuda_device_by_default(monkeypatch):
+    synced = []
+    monkeypatch.setattr(measure, "synchronize", synced.append)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    measure.seconds_per_call(lambda: None, calls=2, warmup=0)
+    assert synced == [torch.device("cuda", 0)] * 4  # before and after each timed call

@@ -1,5 +1,6 @@
-"""The on-disk decoded cache checks each store's exact size: a store longer than its metadata says is damaged too,
-and is rebuilt with a message."""
+"""The on-disk decoded cache checks each store's exact size (a store longer than its metadata says is damaged too,
+and is rebuilt with a message); CachedCropLoader's seed decides its crops, its epoch ends with the short last batch,
+and a crop wider than an image is refused naming the image."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
-from helpers.sr_cache import DecodedSRCache
+from helpers.images import ImageTooSmallError
+from helpers.sr_cache import CachedCropLoader, DecodedSRCache
 
 
 @pytest.mark.parametrize("store", ["hr.u8", "lr.u8"])
@@ -29,3 +31,30 @@ def test_a_store_longer_than_its_metadata_is_rebuilt(tmp_path, store):
         again = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
     assert again.rebuilt and path.stat().st_size == size
     assert torch.equal(again.image(1)[0], lr) and torch.equal(again.image(1)[1], hr)
+
+
+def _cache(tmp_path, sizes) -> DecodedSRCache:
+    folder = tmp_path / "small"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    for i, (width, height) in enumerate(sizes):
+        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(folder / f"s{i}.png")
+    return DecodedSRCache(folder, scale=2)
+
+
+def test_the_cached_loaders_seed_decides_its_crops_and_its_epoch_ends_short(tmp_path):
+    cache = _cache(tmp_path, [(24, 20)] * 6)
+
+    def batches(seed: int) -> list[torch.Tensor]:
+        return [hr for _, hr in CachedCropLoader(cache, batch_size=4, hr_crop=8, seed=seed, as_float=False)]
+
+    first = batches(0)
+    assert [len(hr) for hr in first] == [4, 2]  # 6 images: a full batch, then the short last one
+    assert all(torch.equal(a, b) for a, b in zip(first, batches(0)))
+    assert not all(torch.equal(a, b) for a, b in zip(first, batches(1)))
+
+
+def test_a_crop_wider_than_an_image_names_it(tmp_path):
+    cache = _cache(tmp_path, [(40, 60), (12, 60)])  # the second is tall enough, not wide enough
+    with pytest.raises(ImageTooSmallError, match=r"s1.png: image is 12x60 pixels, smaller than the 16x16 crop"):
+        cache.sample(2, hr_crop=16, generator=torch.Generator().manual_seed(0))
