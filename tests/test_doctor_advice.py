@@ -56,3 +56,9 @@ def test_a_busy_machine_is_named_from_half_a_core():
         "other processes used 0.5 of 4 cores" in line for line in advice_for("COMPUTE-BOUND", _facts(), other_cores=0.5)
     )
     assert not any("other processes" in line for line in advice_for("COMPUTE-BOUND", _facts(), other_cores=0.4))
+
+
+def test_pin_memory_is_advised_only_for_a_cuda_step_fed_from_the_cpu():
+    facts = dict(pin_memory=False, inputs_device="cpu")
+    assert any("pin_memory=True" in line for line in advice_for("INPUT-BOUND", _facts(device="cuda:0", **facts)))
+    assert not any("pin_memory" in line for line in advice_for("INPUT-BOUND", _facts(device="cpu", **facts)))
