@@ -1,5 +1,6 @@
 """scan_tar against tarfile itself: a header whose checksum field is zero is garbage, a ustar name split into prefix
-and name is read whole, and a member's own pax path wins over a global one."""
+and name is read whole, a member's own pax path wins over a global one, and the padding after the end marker and
+the extended headers in a row are bounded."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import tarfile
 
 import pytest
 
-from helpers.tar_scan import BLOCK, BadArchiveError, ExtractLimits, scan_tar
+from helpers.tar_scan import BLOCK, TRAILING_BYTES, BadArchiveError, ExtractLimits, UnsafeArchiveError, scan_tar
 
 LIMITS = ExtractLimits(members=100, member_bytes=1 << 20, total_bytes=1 << 20)
 
@@ -53,3 +54,24 @@ def test_a_members_own_pax_path_wins_over_the_global_one():
     with tarfile.open(fileobj=io.BytesIO(buffer.getvalue())) as tar:
         assert tar.getnames() == ["own.txt"]
     assert _names(buffer.getvalue()) == ["own.txt"]
+
+
+def test_more_than_the_allowed_padding_after_the_end_marker_is_refused():
+    data = _tar({"a.txt": b"hello"})
+    assert _names(data + bytes(TRAILING_BYTES - len(data) + 2 * BLOCK)) == ["a.txt"]
+    with pytest.raises(UnsafeArchiveError, match=f"more than {TRAILING_BYTES} bytes after the end-of-archive marker"):
+        _names(data + bytes(TRAILING_BYTES + BLOCK))
+
+
+def test_more_than_four_extended_headers_in_a_row_are_refused():
+    info = tarfile.TarInfo("a.txt")
+    info.size, info.pax_headers = 5, {"comment": "x"}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(info, io.BytesIO(b"hello"))
+    raw = buffer.getvalue()
+    assert raw[156:157] == b"x"  # a pax header, then its one block of records, then the member
+    pax, rest = raw[: 2 * BLOCK], raw[2 * BLOCK :]
+    assert _names(pax * 4 + rest) == ["a.txt"]
+    with pytest.raises(UnsafeArchiveError, match="more than 4 extended headers in a row"):
+        _names(pax * 5 + rest)
