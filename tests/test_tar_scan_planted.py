@@ -75,3 +75,13 @@ def test_more_than_four_extended_headers_in_a_row_are_refused():
     assert _names(pax * 4 + rest) == ["a.txt"]
     with pytest.raises(UnsafeArchiveError, match="more than 4 extended headers in a row"):
         _names(pax * 5 + rest)
+
+
+def test_default_limits_are_eight_times_the_archive_and_at_least_64_mib(tmp_path):
+    small, big = tmp_path / "small.tar", tmp_path / "big.tar"
+    small.write_bytes(bytes(BLOCK))
+    with open(big, "wb") as f:
+        f.truncate(10 << 20)  # sparse: only its size matters
+    assert ExtractLimits.for_archive(small).total_bytes == 64 << 20
+    limits = ExtractLimits.for_archive(big)
+    assert limits.total_bytes == limits.member_bytes == 80 << 20 and limits.members == 10_000
