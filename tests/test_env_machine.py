@@ -22,3 +22,10 @@ def test_memory_is_reported_in_gib(monkeypatch):
     report = env.environment_report()
     assert report["memory_gib"] == 12.0
     assert "12.0 GiB RAM" in env.format_environment_report(report)
+
+
+def test_the_report_line_names_every_library_version():
+    report = env.environment_report()
+    line = env.format_environment_report(report)
+    for name in ("torch", "torchvision", "kornia"):
+        assert f"{name} {report[name]}" in line
