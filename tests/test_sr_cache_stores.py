@@ -58,3 +58,17 @@ def test_a_crop_wider_than_an_image_names_it(tmp_path):
     cache = _cache(tmp_path, [(40, 60), (12, 60)])  # the second is tall enough, not wide enough
     with pytest.raises(ImageTooSmallError, match=r"s1.png: image is 12x60 pixels, smaller than the 16x16 crop"):
         cache.sample(2, hr_crop=16, generator=torch.Generator().manual_seed(0))
+
+
+def test_the_device_loaders_y_channel_is_pils_y_of_its_rgb_crop(tmp_path):
+    from helpers.sr_cache import DeviceSRCropLoader
+
+    cache = _cache(tmp_path, [(24, 20)] * 3)
+    common = dict(batch_size=3, hr_crop=8, batches_per_epoch=1, seed=0, augment=False)
+    ((_, rgb),) = list(DeviceSRCropLoader(cache, **common))
+    ((lr, y),) = list(DeviceSRCropLoader(cache, channels="y", **common))
+    assert y.shape == (3, 1, 8, 8) and lr.shape == (3, 1, 4, 4)
+    for crop, luma in zip(rgb, y):
+        pixels = (crop * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+        expected = np.asarray(Image.fromarray(pixels).convert("YCbCr").getchannel(0))
+        assert torch.equal((luma[0] * 255).round().to(torch.uint8), torch.from_numpy(expected))
