@@ -70,5 +70,5 @@ def test_the_device_loaders_y_channel_is_pils_y_of_its_rgb_crop(tmp_path):
     assert y.shape == (3, 1, 8, 8) and lr.shape == (3, 1, 4, 4)
     for crop, luma in zip(rgb, y):
         pixels = (crop * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
-        expected = np.asarray(Image.fromarray(pixels).convert("YCbCr").getchannel(0))
+        expected = np.array(Image.fromarray(pixels).convert("YCbCr").getchannel(0))
         assert torch.equal((luma[0] * 255).round().to(torch.uint8), torch.from_numpy(expected))
