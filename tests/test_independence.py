@@ -18,7 +18,7 @@ from helpers.augment import BatchRandomCrop, cifar_train_augment
 from helpers.loading import loader_generator, make_loader
 from helpers.seeding import rank_seed, seed_everything
 from helpers.sr_cache import CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
-from helpers.sr_data import PairedSRAugment, dihedral
+from helpers.sr_data import LazyCropSRDataset, PairedSRAugment, dihedral
 
 BATCH = 256
 
@@ -184,6 +184,22 @@ def test_crop_loaders_reach_every_legal_origin_and_no_other(kind, position_cache
     assert set(origins) == legal, f"never reached: {sorted(legal - set(origins))}"
     first = {_origin_and_choice(hr)[0] for hr in batches[0]}
     assert len(first) > 20  # drawn per sample: one draw per batch would give one origin
+
+
+def test_lazy_crops_reach_every_legal_origin_and_no_other(position_cache):
+    dataset = LazyCropSRDataset(position_cache.paths, scale=SCALE, hr_crop=CROP, seed=0, augment=False)
+    crops = [dataset[index % len(dataset)][1] for index in range(400)]
+    origins = [_origin_and_choice((hr * 255).round().to(torch.uint8))[0] for hr in crops]
+    legal = _legal_origins()
+    assert set(origins) <= legal, f"illegal origins: {sorted(set(origins) - legal)[:5]}"
+    assert set(origins) == legal, f"never reached: {sorted(legal - set(origins))}"
+
+
+def test_lazy_crops_draw_all_eight_flips_and_rotations(position_cache):
+    dataset = LazyCropSRDataset(position_cache.paths, scale=SCALE, hr_crop=CROP, seed=0, augment=True)
+    pairs = [dataset[index % len(dataset)] for index in range(64)]
+    undone = {_origin_and_choice((hr * 255).round().to(torch.uint8))[1] for _, hr in pairs}
+    assert undone == set(range(8))
 
 
 @pytest.mark.parametrize("kind", ["cached", "device"])
