@@ -20,7 +20,7 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
-from .atomic import build_once, reserve_file
+from .atomic import build_once, reserve_file, sources_key
 from .images import image_header, load_rgb_image, to_uint8_tensor
 from .jpeg_crop import RATIO, SCALE, random_resized_crop_box
 
@@ -33,7 +33,7 @@ def resized_shape(width: int, height: int, short_side: int) -> tuple[int, int]:
     return max(1, round(width * factor)), max(1, round(height * factor))
 
 
-def _build(samples: list[tuple[str, int]], short_side: int, classes: list[str], staging: Path) -> None:
+def _build(samples: list[tuple[str, int]], short_side: int, classes: list[str], key: str, staging: Path) -> None:
     shapes = [resized_shape(*image_header(path)[:2], short_side) for path, _ in samples]
     sizes = np.array([w * h * 3 for w, h in shapes], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
@@ -49,16 +49,18 @@ def _build(samples: list[tuple[str, int]], short_side: int, classes: list[str], 
     index = np.stack([offsets, [h for _, h in shapes], [w for w, _ in shapes], [label for _, label in samples]], 1)
     np.save(staging / INDEX, index.astype(np.int64))
     meta = {"images": len(samples), "short_side": short_side, "classes": classes, "bytes": int(sizes.sum())}
+    meta["sources"] = key  # what it was built from: a changed source means a new build
     (staging / META).write_text(json.dumps(meta), encoding="utf-8")
 
 
-def _is_complete(short_side: int, count: int) -> object:
+def _is_complete(short_side: int, count: int, key: str) -> object:
     def check(path: Path) -> bool:
         try:
             meta = json.loads((path / META).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return False
-        return meta.get("short_side") == short_side and meta.get("images") == count and (path / INDEX).is_file()
+        same = meta.get("short_side") == short_side and meta.get("images") == count and meta.get("sources") == key
+        return same and (path / INDEX).is_file()
 
     return check
 
@@ -67,14 +69,16 @@ def build_resized_store(
     samples: Sequence[tuple[str, int]], dest: str | os.PathLike, *, short_side: int, classes: Sequence[str] = ()
 ) -> Path:
     """Decode every (path, label) sample once into a store at `dest` (a folder), unless a complete one with the same
-    short side and image count is there already; safe when several processes call it at once. Returns `dest`."""
+    short side, made from the same files (paths, labels, sizes and modification times), is there already; safe when
+    several processes call it at once. Returns `dest`."""
     samples = [(str(path), int(label)) for path, label in samples]
     if not samples:
         raise ValueError(f"{dest}: no images to store")
+    key = sources_key(samples)
     build_once(
         dest,
-        lambda staging: _build(samples, short_side, list(classes), staging),
-        is_complete=_is_complete(short_side, len(samples)),  # type: ignore[arg-type]
+        lambda staging: _build(samples, short_side, list(classes), key, staging),
+        is_complete=_is_complete(short_side, len(samples), key),  # type: ignore[arg-type]
     )
     return Path(dest)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import webdataset as wds
 
-from .atomic import build_once
+from .atomic import build_once, sources_key
 
 MANIFEST = "shards.json"
 
@@ -28,9 +28,10 @@ def write_shards(
     samples: Sequence[tuple[str, int]], dest: str | os.PathLike, *, per_shard: int = 256, classes: Sequence[str] = ()
 ) -> list[Path]:
     """Write (path, label) samples as tar shards of `per_shard` samples into the folder `dest` (once: a complete set
-    already there is kept), each sample the file's own bytes under its extension plus its label as "cls". Returns
-    the shard paths in order."""
+    made from the same files, by path, label, size and modification time, is kept), each sample the file's own bytes
+    under its extension plus its label as "cls". Returns the shard paths in order."""
     samples = [(str(path), int(label)) for path, label in samples]
+    made_from = sources_key(samples)
 
     def build(staging: Path) -> None:
         with wds.ShardWriter(str(staging / "shard-%06d.tar"), maxcount=per_shard, verbose=0) as sink:
@@ -39,6 +40,7 @@ def write_shards(
                 sink.write({"__key__": f"{key:08d}", extension: Path(path).read_bytes(), "cls": label})
         shards = sorted(p.name for p in staging.glob("shard-*.tar"))
         manifest = {"samples": len(samples), "per_shard": per_shard, "shards": shards, "classes": list(classes)}
+        manifest["sources"] = made_from
         (staging / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
 
     def complete(path: Path) -> bool:
@@ -46,7 +48,8 @@ def write_shards(
             manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return False
-        return manifest.get("samples") == len(samples) and manifest.get("per_shard") == per_shard
+        same = manifest.get("samples") == len(samples) and manifest.get("per_shard") == per_shard
+        return same and manifest.get("sources") == made_from
 
     build_once(dest, build, is_complete=complete)
     return shard_paths(dest)

@@ -86,3 +86,19 @@ def test_a_bad_file_is_named_and_no_store_is_left(samples, tmp_path):
     assert not (tmp_path / "store").exists()
     with pytest.raises(FileNotFoundError, match="build_resized_store"):
         ResizedStore(tmp_path / "store")
+
+
+def test_a_store_is_built_again_when_a_source_changes_and_kept_when_none_does(samples, tmp_path):
+    dest = tmp_path / "store"
+    build_resized_store(samples, dest, short_side=48)
+    stamp = (dest / "meta.json").stat().st_mtime_ns
+    build_resized_store(samples, dest, short_side=48)
+    assert (dest / "meta.json").stat().st_mtime_ns == stamp  # the same files: kept
+    path = samples[2][0]  # replaced by another image of the same size: same count, same shape, new pixels
+    Image.fromarray(np.full((64, 64, 3), 7, np.uint8)).save(path, quality=90)
+    store = ResizedStore(build_resized_store(samples, dest, short_side=48))
+    np.testing.assert_array_equal(store.image(2), np.asarray(load_rgb_image(path).resize((48, 48), Image.BILINEAR)))
+    relabelled = [(p, 1 - label) for p, label in samples]
+    assert ResizedStore(build_resized_store(relabelled, dest, short_side=48)).labels.tolist() == [
+        label for _, label in relabelled
+    ]

@@ -5,6 +5,8 @@ reproducibly, differently per rank."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -77,3 +79,26 @@ def test_sample_shuffling_is_reproducible_and_differs_per_rank(folder):
     assert keys(0, 4) == keys(0, 4)
     assert keys(0, 4) != sorted(keys(0, 4))  # shuffled, not in shard order
     assert keys(0, 4) != keys(0, 5)
+
+
+def test_a_shard_set_is_written_again_when_a_source_changes(tmp_path):
+    samples = []
+    for i in range(6):
+        path = tmp_path / f"img{i}.jpg"
+        Image.fromarray(np.full((12, 16, 3), i * 20, np.uint8)).save(path)
+        samples.append((str(path), i % 2))
+    shards = write_shards(samples, tmp_path / "shards", per_shard=4)
+    Image.fromarray(np.full((12, 16, 3), 255, np.uint8)).save(samples[5][0])  # same count, new bytes
+    shards = write_shards(samples, tmp_path / "shards", per_shard=4)
+    read = dict(shard_dataset(shards, lambda s: (s["__key__"], s["jpg"]), shuffle_buffer=0))
+    assert read[f"{5:08d}"] == open(samples[5][0], "rb").read()
+    data = bytearray(open(samples[4][0], "rb").read())
+    data[len(data) // 2] ^= 0xFF  # edited in place: the same size, so only its modification time tells
+    open(samples[4][0], "wb").write(bytes(data))
+    os.utime(samples[4][0], ns=(os.stat(samples[4][0]).st_atime_ns, os.stat(samples[4][0]).st_mtime_ns + 10**9))
+    shards = write_shards(samples, tmp_path / "shards", per_shard=4)
+    assert dict(shard_dataset(shards, lambda s: (s["__key__"], s["jpg"]), shuffle_buffer=0))[f"{4:08d}"] == data
+    relabelled = [(p, 1 - label) for p, label in samples]
+    shards = write_shards(relabelled, tmp_path / "shards", per_shard=4)
+    labels = dict(shard_dataset(shards, _key_and_label, shuffle_buffer=0))
+    assert [labels[f"{i:08d}"] for i in range(6)] == [label for _, label in relabelled]
