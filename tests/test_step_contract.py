@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.step import TrainStep
+from helpers.models import PatchDiscriminator, SmallEDSR
+from helpers.step import NonFiniteLossError, TrainStep, gan_sr_step
 
 
 @pytest.mark.parametrize(("precision", "scaled"), [("fp32", False), ("bf16", False), ("fp16", True)])
@@ -77,3 +78,62 @@ def test_the_step_state_round_trips_every_piece():
     restored = fresh.state_dict()
     assert {k: v for k, v in restored.items() if k != "scaler"} == {k: v for k, v in saved.items() if k != "scaler"}
     assert restored["scaler"] == saved["scaler"] and fresh.scaler.get_scale() == step.scaler.get_scale() < 65536
+
+
+def test_a_nan_early_in_an_accumulation_group_is_not_forgotten_by_its_later_micro_batches():
+    """The flag ORs every micro-batch's: a NaN loss in the first of two micro-batches is raised at the group's step,
+    although the second micro-batch's loss was finite."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    step = TrainStep(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cpu", accumulation_steps=2
+    )
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    step(x, torch.full_like(y, float("nan")))  # its loss is NaN; the weights are still finite until the step
+    with pytest.raises(NonFiniteLossError, match="micro-batches 0-1"):
+        step(x, y)
+
+
+def test_the_batch_transform_runs_on_the_inputs_before_the_model():
+    model = nn.Linear(3, 1)
+    step = TrainStep(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        nn.MSELoss(),
+        device="cpu",
+        batch_transform=lambda inputs: inputs * 0,
+    )
+    outputs, _ = step.forward_loss(torch.randn(5, 3), torch.zeros(5, 1))
+    torch.testing.assert_close(outputs, model.bias.detach().expand(5, 1))
+
+
+def test_the_gan_step_is_the_standard_two_step_update():
+    """An independent reference: the discriminator's BCE on real (ones) and detached fake (zeros), then the
+    generator's L1 + weight * BCE(D(fake), ones), each with its own Adam; losses and weights must agree."""
+
+    def pair():
+        torch.manual_seed(0)
+        return SmallEDSR(2, features=8, blocks=1), PatchDiscriminator(8)
+
+    torch.manual_seed(1)
+    lr, hr, real = torch.rand(2, 3, 8, 8), torch.rand(2, 3, 16, 16), torch.rand(2, 3, 16, 16)
+    generator, discriminator = pair()
+    got = gan_sr_step(generator, discriminator, device="cpu", adversarial_weight=0.1)((lr, hr), real_hr=real)
+    g, d = pair()
+    g_opt, d_opt = (torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.99)) for m in (g, d))
+    bce = nn.functional.binary_cross_entropy_with_logits
+    fake = g(lr)
+    real_logits, fake_logits = d(real), d(fake.detach())
+    d_loss = bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits))
+    d_loss.backward()
+    d_opt.step()
+    g_opt.zero_grad()
+    judged = d(fake)
+    g_loss = nn.functional.l1_loss(fake, hr) + 0.1 * bce(judged, torch.ones_like(judged))
+    g_loss.backward()
+    g_opt.step()
+    torch.testing.assert_close(got["d_loss"], d_loss.detach())
+    torch.testing.assert_close(got["g_loss"], g_loss.detach())
+    for mine, theirs in ((generator, g), (discriminator, d)):
+        for a, b in zip(mine.parameters(), theirs.parameters()):
+            torch.testing.assert_close(a, b)
