@@ -58,3 +58,39 @@ def test_only_the_last_batch_of_the_epoch_closes_a_short_group():
     assert [record["optimizer_steps"] for record in history] == [2, 4]
     history = _fit(_Loader(), accumulation=4, epochs=1)  # exactly one full group
     assert history[0]["optimizer_steps"] == 1
+
+
+def test_only_rank_0_writes_checkpoints(tmp_path, monkeypatch):
+    import helpers.trainer as trainer_module
+    from helpers.distributed import DistributedContext
+
+    monkeypatch.setattr(trainer_module, "all_reduce_sum", lambda values, context: list(values))  # no process group
+    _fit(_Loader(), epochs=1, checkpoint_dir=tmp_path, context=DistributedContext(rank=1, world_size=2))
+    assert list(tmp_path.iterdir()) == []
+    _fit(_Loader(), epochs=1, checkpoint_dir=tmp_path, context=DistributedContext(rank=0, world_size=2))
+    assert (tmp_path / "last.pt").is_file()
+
+
+def test_ctrl_c_mid_group_saves_the_last_completed_step(tmp_path):
+    import pytest
+
+    from helpers.checkpoint import load_checkpoint
+
+    def interrupt(micro_batches):
+        if micro_batches == 3:  # groups of 2: the last completed optimizer step was after micro-batch 2
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _fit(_Loader(), accumulation=2, epochs=1, checkpoint_dir=tmp_path, after_step=interrupt)
+    saved = load_checkpoint(tmp_path / "last.pt")
+    assert (
+        saved["batch_in_epoch"] == 2 and saved["step"]["micro_batches"] == 2 and saved["step"]["optimizer_steps"] == 1
+    )
+
+
+def test_the_schedules_span_exactly_the_steps_asked_for():
+    from helpers.trainer import make_scheduler
+
+    optimizer = torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1)
+    assert make_scheduler(optimizer, kind="onecycle", total_steps=7, peak_learning_rate=0.1).total_steps == 7
+    assert make_scheduler(optimizer, kind="cosine", total_steps=7, peak_learning_rate=0.1).T_max == 7
