@@ -3,6 +3,7 @@ epochs and at the last, and only the epoch's real last batch closes a short accu
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -72,7 +73,6 @@ def test_only_rank_0_writes_checkpoints(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_mid_group_saves_the_last_completed_step(tmp_path):
-    import pytest
 
     from helpers.checkpoint import load_checkpoint
 
@@ -94,3 +94,12 @@ def test_the_schedules_span_exactly_the_steps_asked_for():
     optimizer = torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1)
     assert make_scheduler(optimizer, kind="onecycle", total_steps=7, peak_learning_rate=0.1).total_steps == 7
     assert make_scheduler(optimizer, kind="cosine", total_steps=7, peak_learning_rate=0.1).T_max == 7
+
+
+def test_the_epoch_loss_is_averaged_over_every_rank_s_batches(monkeypatch):
+    import helpers.trainer as trainer_module
+
+    alone = _fit(_Loader(), epochs=1)[0]["train_loss"]
+    other_rank = lambda values, context: [values[0] + 100.0, values[1] + 4]  # another rank: 4 batches of loss 25
+    monkeypatch.setattr(trainer_module, "all_reduce_sum", other_rank)
+    assert _fit(_Loader(), epochs=1)[0]["train_loss"] == pytest.approx((alone * 4 + 100.0) / 8)
