@@ -103,3 +103,17 @@ def test_the_epoch_loss_is_averaged_over_every_rank_s_batches(monkeypatch):
     other_rank = lambda values, context: [values[0] + 100.0, values[1] + 4]  # another rank: 4 batches of loss 25
     monkeypatch.setattr(trainer_module, "all_reduce_sum", other_rank)
     assert _fit(_Loader(), epochs=1)[0]["train_loss"] == pytest.approx((alone * 4 + 100.0) / 8)
+
+
+def test_the_time_limit_counts_the_seconds_of_earlier_epochs(monkeypatch):
+    """With a clock that advances 1 s per read, the first epoch uses about 5 s of a 6 s budget: the second must end
+    after its first batch (the budget is the run's, not each epoch's)."""
+    from types import SimpleNamespace
+
+    import helpers.trainer as trainer_module
+
+    ticks = iter(range(10_000))
+    monkeypatch.setattr(trainer_module, "time", SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    history = _fit(_Loader(), epochs=3, time_limit_s=6.0)
+    assert history[0]["micro_batches"] == 4 and not history[0]["time_capped"]
+    assert history[-1]["time_capped"] and history[-1]["micro_batches"] < 8
