@@ -47,3 +47,10 @@ def test_validating_saved_rng_states_leaves_the_current_ones_as_they_were():
     set_rng_states(expected)
     validate_rng_states(saved, path="last.pt")
     assert (float(torch.rand(())), float(np.random.rand()), random.random()) == draws
+
+
+def test_the_cuda_generators_are_captured_where_cuda_is_available(monkeypatch):
+    states = [torch.tensor([1, 2], dtype=torch.uint8)]  # stands in for each GPU's generator state
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: states)
+    assert rng_states()["cuda"] is states
