@@ -17,7 +17,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from helpers.augment import cifar_train_augment
-from helpers.distributed import DistributedContext, wrap_model
+from helpers.distributed import DistributedContext, all_reduce_sum, wrap_model
 from helpers.loading import DeviceTensorLoader
 from helpers.seeding import rank_seed
 from helpers.step import TrainStep
@@ -63,6 +63,7 @@ def _worker(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
         record["indices"].append(index.clone())
         record["inputs"].append(batch.clone())
         record["params"].append([p.detach().clone() for p in model.parameters()])
+    record["summed"] = all_reduce_sum([rank + 1.0, 10.0 * rank], context)  # what the epoch's loss totals use
     torch.save(record, Path(out_dir) / f"rank{rank}.pt")
     dist.destroy_process_group()
 
@@ -76,6 +77,10 @@ def _spawn_two_ranks(worker, folder: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
     return _spawn_two_ranks(_worker, tmp_path_factory.mktemp("ddp"))
+
+
+def test_a_sum_over_ranks_is_the_sum_on_every_rank(two_ranks):
+    assert [r["summed"] for r in two_ranks] == [[3.0, 10.0], [3.0, 10.0]]  # (1 + 2, 0 + 10): summed, not averaged
 
 
 def test_ranks_see_disjoint_shards(two_ranks):
