@@ -80,11 +80,11 @@ def efficiency_text(median: float, low: float, high: float) -> str:
     return f"{median:.2f} ({low:.2f}–{high:.2f})"
 
 
-def _headline(verdict: str, readings: list[str], numbers: str) -> str:
+def _headline(verdict: str, readings: list[str], numbers: str, *, what: str = "measurements") -> str:
     if verdict != INCONCLUSIVE:
         return f"{verdict}: {numbers}."
     counts = ", ".join(f"{readings.count(r)} {r.lower()}" for r in dict.fromkeys(readings))
-    return f"{INCONCLUSIVE}: rerun on a quieter machine. The measurements disagree ({counts}): {numbers}."
+    return f"{INCONCLUSIVE}: rerun on a quieter machine. The {what} disagree ({counts}): {numbers}."
 
 
 # --- a result measured elsewhere (the ladders) ---
@@ -112,7 +112,8 @@ def diagnose_pipeline(
         num_workers=num_workers, cpu_cores=cpu_cores or 0, loader="DataLoader" if num_workers is not None else ""
     )
     advice = advice_for(verdict, facts)
-    return "\n".join([_headline(verdict, readings, numbers), *(["Try, in order:", *advice] if advice else [])])
+    headline = _headline(verdict, readings, numbers, what="two ends of the efficiency range")
+    return "\n".join([headline, *(["Try, in order:", *advice] if advice else [])])
 
 
 # --- your loader and your step ---
@@ -218,7 +219,7 @@ class Diagnosis:
             f"{_range_text(self.data_wait_ms)} ms, compute {_range_text(self.compute_ms)} ms, against "
             f"{_range_text(self.premade_step_ms)} ms per step on pre-made batches"
         )
-        return _headline(self.verdict, self.readings, numbers)
+        return _headline(self.verdict, self.readings, numbers, what="block pairs")
 
     def __str__(self) -> str:
         return "\n".join(

@@ -80,7 +80,7 @@ class LoadReading:
     @property
     def busy(self) -> bool:
         """True when other processes used enough CPU to disturb the measurement."""
-        return self.other_cores >= BUSY_CORES
+        return self.other_cores > BUSY_CORES
 
     def note(self) -> str:
         """'other processes used 0.8 of 2 cores during this measurement' (with the load average where known)."""
@@ -137,7 +137,8 @@ class LoadMeter:
         machine, tree, wall = self.machine(), self.tree(), self.wall()
         seconds = max(wall - self._started[2], 1e-12)
         other = (machine - self._started[0]) - (tree - self._started[1])
-        reading = LoadReading(max(0.0, other) / seconds, self.cores, seconds, self.loadavg())
+        # clamped to the machine: the CPU-time counters tick at their own moments, so a short interval can read more
+        reading = LoadReading(min(max(0.0, other) / seconds, float(self.cores)), self.cores, seconds, self.loadavg())
         self._started = None
         self.readings.append(reading)
         return reading

@@ -83,6 +83,7 @@ def test_a_range_that_straddles_is_inconclusive():
     text = diagnose_pipeline(_result(0.62, 0.36, 1.05, 1.0, 30.0, 29.0), num_workers=0, cpu_cores=2)
     first = text.splitlines()[0]
     assert first.startswith(INCONCLUSIVE) and "rerun on a quieter machine" in first and "0.62 (0.36–1.0" in first
+    assert "The two ends of the efficiency range disagree (1 input-bound, 1 compute-bound)" in first  # 2 readings
     assert "more DataLoader workers" not in text  # no bottleneck, so no cure for one
     assert diagnose_pipeline(_result(0.40, 0.36, 0.45, 20.0, 15.0, 14.0)).startswith(INPUT_BOUND)
     assert diagnose_pipeline(_result(0.98, 0.96, 1.02, 0.5, 40.0, 39.0)).startswith(COMPUTE_BOUND)

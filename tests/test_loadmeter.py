@@ -157,3 +157,11 @@ def test_a_with_block_is_one_interval_of_the_meter():
     with pytest.raises(ValueError), meter:  # an error inside still closes the interval
         raise ValueError
     assert [r.other_cores for r in meter.readings] == [1.0, 0.0] and meter.total().seconds == 3.0
+
+
+def test_a_reading_never_exceeds_the_machines_cores():
+    """CPU-time counters tick at their own moments: a short interval can count more than the cores had."""
+    machine, tree, wall = iter([0.0, 5.0]), iter([0.0, 0.0]), iter([0.0, 1.0])
+    meter = LoadMeter(machine=lambda: next(machine), tree=lambda: next(tree), wall=lambda: next(wall), cores=2)
+    meter.start()
+    assert meter.stop().other_cores == 2.0

@@ -10,7 +10,7 @@ from typing import Any
 
 def ratio_text(ratio: float) -> str:
     """A ratio as a reader says it: '3.2x more' or '0.6x (less)'."""
-    return f"{ratio:.1f}x" if ratio >= 1 else f"{ratio:.2f}x (less)"
+    return f"{ratio:.1f}x" if round(ratio, 2) >= 1 else f"{ratio:.2f}x (less)"  # never "1.00x (less)"
 
 
 def memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_input_ratio: float) -> str:
@@ -967,7 +967,7 @@ def storage_verdict(rows: list[dict[str, Any]]) -> str:
     the ladder's rows by their roles."""
     by_key = {
         key: by_role(rows, role)
-        for key, role in (("folder", "reduced decoding"), ("store", "store"), ("shards", "shards"))
+        for key, role in (("reduced-size folder", "reduced decoding"), ("store", "store"), ("shards", "shards"))
     }
     ranked = sorted(by_key.items(), key=lambda item: -item[1][LOADER])
     (best, top), (runner_up, second) = ranked[0], ranked[1]

@@ -510,3 +510,7 @@ def test_the_reduction_text_says_when_no_box_decodes_at_reduced_size():
     )
     none = verdicts.reduction_text(0.0, 1.0, 224)
     assert none.startswith("0% of 224-px") and "decodes every file at full size" in none and "draft mode" in none
+
+
+def test_a_ratio_that_rounds_to_one_is_not_called_less():
+    assert verdicts.ratio_text(0.996) == "1.0x" and verdicts.ratio_text(0.994) == "0.99x (less)"
