@@ -379,8 +379,9 @@ def provenance_line(runs: list[NotebookRun], commit: dict[str, Any]) -> str:
         return where
     busy = [r.name for r in runs if r.load and r.load["busy"]]
     return where + (
-        f"; other processes used up to {load['other_cores_max']:.1f} of {load['cores']} cores during a "
-        f"notebook" + (f" (busy during {', '.join(busy)}: their numbers include that load)" if busy else "")
+        f"; averaged over each notebook, other processes used up to {load['other_cores_max']:.1f} of {load['cores']} "
+        "cores (single measurements inside a notebook may read more)"
+        + (f" (busy during {', '.join(busy)}: their numbers include that load)" if busy else "")
     )
 
 

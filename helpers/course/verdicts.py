@@ -840,9 +840,9 @@ def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, uni
     return f"{what}, against '{base['name']}' ({base['batches_per_s']:.1f} {unit}): " + "; ".join(parts) + ". " + pick
 
 
-def wait_verdict(summaries: dict[str, dict[str, float]], *, claimed_fraction: float) -> str:
+def wait_verdict(summaries: dict[str, dict[str, float]], *, claimed_fraction: float, load: Any = None) -> str:
     """02: each pipeline's share of step time spent waiting for data (from its per-step timeline), against the BSD100
-    post's claim that its training waited that share."""
+    post's claim that its training waited that share (and the load meter's line when the machine was busy)."""
     parts = [
         f"'{name}' waited {s['wait_fraction']:.0%} of the time (median wait {1e3 * s['median_wait_s']:.1f} ms, "
         f"worst {1e3 * s['max_wait_s']:.1f} ms, against a median step of {1e3 * s['median_compute_s']:.1f} ms)"
@@ -859,6 +859,7 @@ def wait_verdict(summaries: dict[str, dict[str, float]], *, claimed_fraction: fl
     return (
         f"Over {worst['steps']:.0f} timed steps each: " + "; ".join(parts) + f". The most starved, '{worst_name}', "
         f"waited {relation} the {claimed_fraction:.0%} the BSD100 post reports for its own loader and GPU."
+        + busy_text(load)
     )
 
 

@@ -514,3 +514,14 @@ def test_the_reduction_text_says_when_no_box_decodes_at_reduced_size():
 
 def test_a_ratio_that_rounds_to_one_is_not_called_less():
     assert verdicts.ratio_text(0.996) == "1.0x" and verdicts.ratio_text(0.994) == "0.99x (less)"
+
+
+def test_the_wait_verdict_says_when_the_machine_was_busy():
+    from helpers.loadmeter import LoadReading
+
+    lazy = {"wait_fraction": 0.36, "median_wait_s": 0.01, "max_wait_s": 0.05, "median_compute_s": 0.02, "steps": 16}
+    summaries = {"lazy": lazy}
+    quiet = verdicts.wait_verdict(summaries, claimed_fraction=0.75)
+    assert "'lazy' waited 36% of the time" in quiet and "less than the 75%" in quiet and "busy" not in quiet
+    busy = verdicts.wait_verdict(summaries, claimed_fraction=0.75, load=LoadReading(1.1, 2, 3.0))
+    assert busy.endswith("Measured on a busy machine: other processes used 1.1 of 2 cores during this measurement.")
