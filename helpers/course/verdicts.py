@@ -745,7 +745,10 @@ def accuracy_verdict(history: Sequence[dict[str, Any]], *, classes: int, data: s
     if len(history) < 2:
         return text + "; the budget bought one evaluation, so the curve is a single point."
     half = next(h for h in history if h["top1"] >= final["top1"] / 2)
-    return text + f"; half of that top-1 ({50 * final['top1']:.1f}%) was reached after {half['trained_seconds']:.0f} s."
+    return text + (
+        f"; half of that top-1 ({50 * final['top1']:.1f}%) was reached by {half['trained_seconds']:.0f} s, the first "
+        f"of the {len(history)} evaluations at or above it (it may have been reached earlier, between evaluations)."
+    )
 
 
 def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:

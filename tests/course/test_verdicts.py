@@ -344,8 +344,9 @@ def test_accuracy_verdict_with_one_evaluation_says_so():
     text = verdicts.accuracy_verdict(one, classes=10, data="stand-in")
     assert "20.8%" in text and "single point" in text and "half of that" not in text
     two = [{"top1": 0.3, "trained_seconds": 50.0, "optimizer_steps": 10}, *[dict(one[0], top1=0.5)]]
-    assert "half of that top-1 (25.0%) was reached after 50 s" in verdicts.accuracy_verdict(
-        two, classes=10, data="stand-in"
+    assert (
+        "half of that top-1 (25.0%) was reached by 50 s, the first of the 2 evaluations"
+        in verdicts.accuracy_verdict(two, classes=10, data="stand-in")
     )
 
 
