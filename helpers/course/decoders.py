@@ -15,6 +15,7 @@ from torchvision.io import decode_jpeg, read_file
 from ..images import load_rgb_image
 from ..loadmeter import LoadMeter
 from ..measure import synchronize
+from .verdicts import cores_used
 
 # a decoder to time: its name, what one pass includes, the pass, and the device to synchronise (None on the CPU)
 Decoder = tuple[str, str, Callable[[], Any], torch.device | None]
@@ -102,7 +103,7 @@ def decode_table(rows: list[dict[str, Any]]) -> str:
     busy = [row for row in rows if row.get("load_note")]
     if busy:
         others = [row["load"]["other_cores"] for row in busy]
-        used = f"{min(others):.1f}–{max(others):.1f}" if max(others) - min(others) >= 0.05 else f"{max(others):.1f}"
+        used = cores_used(others)
         ran = sum(row["images_per_s"] is not None for row in rows)
         lines.append(
             f"\nMeasured on a busy machine: other processes used {used} of {busy[0]['load']['cores']} cores while "

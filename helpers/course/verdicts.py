@@ -154,6 +154,12 @@ def efficiency_cell(row: Any) -> str:
     return f"{median:.2f} ({low:.2f}–{high:.2f}{', >1 is noise' if high > 1 else ''})"
 
 
+def cores_used(others: Sequence[float]) -> str:
+    """Other processes' cores over several readings as printed: '1.1–1.7', or '1.0' when both ends print alike."""
+    low, high = f"{min(others):.1f}", f"{max(others):.1f}"
+    return low if low == high else f"{low}–{high}"
+
+
 def busy_summary(rows: Sequence[dict[str, Any]]) -> str:
     """'other processes used 1.1–1.7 of 2 cores during the measurements of every rung' for the rows measured while
     the machine was busy (their `load_note`), or an empty string when none was."""
@@ -163,7 +169,7 @@ def busy_summary(rows: Sequence[dict[str, Any]]) -> str:
     if not all(r.get("load") for r in busy):
         return "; ".join(f"'{r['name']}': {r['load_note']}" for r in busy)
     others = [r["load"]["other_cores"] for r in busy]
-    used = f"{min(others):.1f}–{max(others):.1f}" if max(others) - min(others) >= 0.05 else f"{max(others):.1f}"
+    used = cores_used(others)
     which = "every rung" if len(busy) == len(rows) else ", ".join(f"'{r['name']}'" for r in busy)
     return f"other processes used {used} of {busy[0]['load']['cores']} cores during the measurements of {which}"
 

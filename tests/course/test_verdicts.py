@@ -526,3 +526,7 @@ def test_the_wait_verdict_says_when_the_machine_was_busy():
     assert "'lazy' waited 36% of the time" in quiet and "less than the 75%" in quiet and "busy" not in quiet
     busy = verdicts.wait_verdict(summaries, claimed_fraction=0.75, load=LoadReading(1.1, 2, 3.0))
     assert busy.endswith("Measured on a busy machine: other processes used 1.1 of 2 cores during this measurement.")
+
+
+def test_cores_used_never_prints_a_range_whose_ends_read_alike():
+    assert verdicts.cores_used([0.98, 1.04]) == "1.0" and verdicts.cores_used([1.1, 1.7]) == "1.1–1.7"
