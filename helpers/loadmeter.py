@@ -80,7 +80,7 @@ class LoadReading:
     @property
     def busy(self) -> bool:
         """True when other processes used enough CPU to disturb the measurement."""
-        return self.other_cores > BUSY_CORES
+        return self.other_cores >= BUSY_CORES
 
     def note(self) -> str:
         """'other processes used 0.8 of 2 cores during this measurement' (with the load average where known)."""

@@ -181,3 +181,9 @@ def test_sixteen_bit_images_are_converted_without_wide_temporaries(tmp_path):
         tracemalloc.stop()
     assert np.asarray(rgb)[0, 257, 0] == 1 and np.asarray(rgb)[65, 535, 0] == 255
     assert peak < 12 * values.size, f"{peak / values.size:.1f} bytes a pixel (int64 temporaries take 17)"
+
+
+def test_an_image_exactly_the_crop_size_fits():
+    check_crop_fits((128, 128), 128, path="exact.jpg")
+    with pytest.raises(ImageTooSmallError, match="exact.jpg"):
+        check_crop_fits((128, 127), 128, path="exact.jpg")

@@ -165,3 +165,9 @@ def test_a_reading_never_exceeds_the_machines_cores():
     meter = LoadMeter(machine=lambda: next(machine), tree=lambda: next(tree), wall=lambda: next(wall), cores=2)
     meter.start()
     assert meter.stop().other_cores == 2.0
+
+
+def test_a_block_is_busy_from_the_threshold_on():
+    from helpers.loadmeter import BUSY_CORES, LoadReading
+
+    assert LoadReading(BUSY_CORES, 2, 1.0).busy and not LoadReading(BUSY_CORES - 0.01, 2, 1.0).busy

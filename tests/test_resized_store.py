@@ -102,3 +102,13 @@ def test_a_store_is_built_again_when_a_source_changes_and_kept_when_none_does(sa
     assert ResizedStore(build_resized_store(relabelled, dest, short_side=48)).labels.tolist() == [
         label for _, label in relabelled
     ]
+
+
+def test_about_half_the_store_crops_are_flipped(samples, tmp_path):
+    """A flip drawn per sample: a symmetric crop (scale and ratio fixed to the whole image) flipped or not."""
+    store = ResizedStore(build_resized_store(samples[2:3], tmp_path / "store", short_side=48))
+    dataset = StoreCropDataset(store, 16, scale=(1.0, 1.0), ratio=(1.0, 1.0))
+    torch.manual_seed(0)
+    plain = StoreCropDataset(store, 16, scale=(1.0, 1.0), ratio=(1.0, 1.0), flip=False)[0][0]
+    flipped = sum(torch.equal(dataset[0][0], plain.flip(-1)) for _ in range(200))
+    assert 70 <= flipped <= 130  # Binomial(200, 0.5): outside this range once in ~10^4 runs

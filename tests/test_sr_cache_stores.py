@@ -72,3 +72,15 @@ def test_the_device_loaders_y_channel_is_pils_y_of_its_rgb_crop(tmp_path):
         pixels = (crop * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
         expected = np.array(Image.fromarray(pixels).convert("YCbCr").getchannel(0))
         assert torch.equal((luma[0] * 255).round().to(torch.uint8), torch.from_numpy(expected))
+
+
+def test_the_device_loaders_seed_decides_its_crops(tmp_path):
+    from helpers.sr_cache import DeviceSRCropLoader
+
+    cache = _cache(tmp_path, [(64, 48), (80, 64)])
+
+    def crops(seed):
+        loader = DeviceSRCropLoader(cache, batch_size=4, hr_crop=16, batches_per_epoch=2, seed=seed)
+        return torch.cat([hr for _, hr in loader])
+
+    assert torch.equal(crops(1), crops(1)) and not torch.equal(crops(1), crops(2))

@@ -168,3 +168,12 @@ def test_lazy_crops_reject_unknown_options(photo_dir):
         LazyCropSRDataset(photo_dir, crop="corner")
     said = repr(LazyCropSRDataset(photo_dir, scale=4, hr_crop=64))
     assert "random 64-px crops" in said and "flip/rot90" in said and "matlab-bicubic" in said and "RGB" in said
+
+
+def test_make_lr_rounds_uint8_levels_to_the_nearest():
+    """The uint8 LR is the float result rounded, not truncated (truncating is half a level darker on average)."""
+    from helpers.sr_data import make_lr
+
+    hr = torch.randint(0, 256, (3, 64, 64), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    exact = make_lr(hr.float() / 255, 4, "pil-bilinear")
+    assert torch.equal(make_lr(hr, 4, "pil-bilinear"), exact.mul(255).round().to(torch.uint8))
