@@ -158,27 +158,35 @@ def test_the_notebooks_build_their_ladders_through_the_benchs_path():
         assert "run_ladder(" not in code, f"{p.name} runs a ladder of its own making: use measure_*_ladder"
 
 
+def _cifar_rungs(images, labels, folder, **kw):
+    """A tiny CIFAR ladder on the CPU (batch 4, an identity model), its rungs by role."""
+    from torch import nn
+
+    from helpers.course.ladders import cifar_ladder
+
+    built = cifar_ladder(
+        images,
+        labels,
+        image_folder=folder,
+        device=torch.device("cpu"),
+        batch_size=4,
+        seed_batch=2,
+        model=lambda: nn.Identity(),
+        **kw,
+    )
+    return {r.role: r for r in built}
+
+
 def test_the_cifar_ladders_device_rung_uses_the_augmentation_it_is_given(tmp_path):
     import kornia.augmentation as K
     from torch import nn
 
     from helpers.augment import cifar_train_augment
-    from helpers.course.ladders import cifar_ladder
 
     images, labels = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8), torch.arange(8) % 10
 
     def rungs(**kw):
-        built = cifar_ladder(
-            images,
-            labels,
-            image_folder=tmp_path,
-            device=torch.device("cpu"),
-            batch_size=4,
-            seed_batch=2,
-            model=lambda: nn.Identity(),
-            **kw,
-        )
-        return {r.role: r for r in built}
+        return _cifar_rungs(images, labels, tmp_path, **kw)
 
     default = rungs()["device"].build().augment
     assert type(default) is type(cifar_train_augment()) and "crop, flip" in rungs()["device"].name
@@ -201,23 +209,12 @@ def test_the_cifar_ceiling_feeds_the_same_dtype_layout_and_normalisation_as_the_
     from torch import nn
 
     from helpers.augment import CIFAR10_MEAN, CIFAR10_STD, NormalizeToFloat
-    from helpers.course.ladders import cifar_ladder
 
     image = torch.randint(0, 256, (1, 3, 32, 32), dtype=torch.uint8)
     images, labels = image.repeat(8, 1, 1, 1), torch.arange(8) % 10  # every sample the same: batches are known
 
     def batches(**kw):
-        built = cifar_ladder(
-            images,
-            labels,
-            image_folder=tmp_path,
-            device=torch.device("cpu"),
-            batch_size=4,
-            seed_batch=2,
-            model=lambda: nn.Identity(),
-            **kw,
-        )
-        rungs = {r.role: r for r in built}
+        rungs = _cifar_rungs(images, labels, tmp_path, **kw)
         assert rungs["ceiling"].bounds == "device"
         return next(iter(rungs["device"].build()))[0], next(iter(rungs["ceiling"].build()))[0]
 
