@@ -4,7 +4,6 @@ when it is installed; rows that cannot run here say why instead of showing a num
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,11 @@ from torchvision.io import decode_jpeg, read_file
 
 from ..images import load_rgb_image
 from ..loadmeter import LoadMeter
-from ..measure import synchronize
+from ..precision import interleaved_times
 from .verdicts import cores_used
 
-# a decoder to time: its name, what one pass includes, the pass, and the device to synchronise (None on the CPU)
-Decoder = tuple[str, str, Callable[[], Any], torch.device | None]
+# a decoder to time: its name, what one pass includes, and the pass
+Decoder = tuple[str, str, Callable[[], Any]]
 
 
 def jpeg_decode_benchmark(paths: list[Path], device: torch.device, repeats: int = 3) -> list[dict[str, Any]]:
@@ -36,7 +35,6 @@ def jpeg_decode_benchmark(paths: list[Path], device: torch.device, repeats: int 
             f"torchvision.io.decode_jpeg, {device} (nvJPEG)",
             "decodes bytes already in memory, output on the GPU",
             lambda: decode_jpeg(encoded, device=device),
-            device,
         )
     # the rows do not do the same work: what each includes is said beside its rate
     entries: list[Decoder | dict[str, Any]] = [
@@ -44,38 +42,32 @@ def jpeg_decode_benchmark(paths: list[Path], device: torch.device, repeats: int 
             "PIL (Image.open + load), CPU",
             "reads each file, decodes, converts to RGB",
             lambda: [load_rgb_image(p) for p in paths],
-            None,
         ),
-        ("torchvision.io.decode_jpeg, CPU", "decodes bytes already in memory", lambda: decode_jpeg(encoded), None),
+        ("torchvision.io.decode_jpeg, CPU", "decodes bytes already in memory", lambda: decode_jpeg(encoded)),
         gpu,
         _dali_decoder(paths, device),
     ]
-    timed = iter(_interleaved([e for e in entries if isinstance(e, tuple)], len(paths), repeats))
+    timed = iter(_interleaved([e for e in entries if isinstance(e, tuple)], len(paths), repeats, device))
     return [next(timed) if isinstance(entry, tuple) else entry for entry in entries]
 
 
 def _interleaved(
-    decoders: list[Decoder], images: int, repeats: int, new_meter: Callable[[], LoadMeter] = LoadMeter
+    decoders: list[Decoder],
+    images: int,
+    repeats: int,
+    device: torch.device,
+    new_meter: Callable[[], LoadMeter] = LoadMeter,
 ) -> list[dict[str, Any]]:
-    """Each decoder warmed up once, then timed `repeats` rounds, one pass of every decoder per round; a GPU decoder's
-    device is synchronised before its clock starts and before it stops, so its queued work is counted, all of it."""
-    rates: list[list[float]] = [[] for _ in decoders]
-    meters = [new_meter() for _ in decoders]
-    for _, _, decode, sync in decoders:
-        decode()  # warm-up: library initialisation, nvJPEG handles
-        if sync is not None:
-            synchronize(sync)
-    for _ in range(repeats):
-        for (_, _, decode, sync), meter, rate in zip(decoders, meters, rates):
-            with meter:
-                start = time.perf_counter()
-                decode()
-                if sync is not None:
-                    synchronize(sync)
-                rate.append(images / (time.perf_counter() - start))
+    """Each decoder warmed up once, then timed `repeats` rounds, one pass of every decoder per round, with `device`
+    synchronised before each clock start and stop (precision.interleaved_times), so a GPU decoder's queued work is
+    counted, all of it; each row carries the load the meter read over the rounds."""
+    meter = new_meter()
+    with meter:
+        times = interleaved_times({name: run for name, _, run in decoders}, rounds=repeats, device=device)
+    load = meter.total()
     rows = []
-    for (name, includes, _, _), meter, rate in zip(decoders, meters, rates):
-        load = meter.total()
+    for name, includes, _ in decoders:
+        rate = [images / (ms / 1000) for ms in times[name]]
         row = {"decoder": name, "includes": includes, "images_per_s": statistics.median(rate), "rounds": len(rate)}
         row["images_per_s_range"] = (min(rate), max(rate))
         if load is not None:
@@ -134,4 +126,4 @@ def _dali_decoder(paths: list[Path], device: torch.device) -> Decoder | dict[str
     pipe = decode_pipeline()
     pipe.build()
     # run() returns when DALI's outputs are ready: the sync after it is for the torch side, and costs nothing
-    return ("NVIDIA DALI (file reader + mixed decoder)", "reads each file, decodes on the GPU", pipe.run, device)
+    return ("NVIDIA DALI (file reader + mixed decoder)", "reads each file, decodes on the GPU", pipe.run)

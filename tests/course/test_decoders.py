@@ -1,12 +1,12 @@
-"""08's decoder comparison: every decoder timed in interleaved rounds with a median and a range, a GPU decoder's
-device synchronised after its warm-up and around every timed pass, the load beside each row, and the table says
-what each rate includes, its range, and when the machine was busy."""
+"""08's decoder comparison: every decoder timed in interleaved rounds with a median and a range, the device
+synchronised before every timed pass starts and stops (precision.interleaved_times), the load beside each row, and
+the table says what each rate includes, its range, and when the machine was busy."""
 
 from __future__ import annotations
 
 import torch
 
-from helpers.course import decoders
+from helpers import precision
 from helpers.course.decoders import _interleaved, decode_table
 from helpers.loadmeter import LoadMeter
 
@@ -14,11 +14,11 @@ from helpers.loadmeter import LoadMeter
 def test_rounds_are_interleaved_and_a_gpu_decoder_is_synchronised_around_each_timed_pass(monkeypatch):
     events: list[str] = []
     clock = iter(float(t) for t in range(1000))
-    monkeypatch.setattr(decoders.time, "perf_counter", lambda: events.append("clock") or next(clock))
-    monkeypatch.setattr(decoders, "synchronize", lambda device: events.append(f"sync {device}"))
+    monkeypatch.setattr(precision.time, "perf_counter", lambda: events.append("clock") or next(clock))
+    monkeypatch.setattr(precision, "_synchronize", lambda device: events.append(f"sync {device}"))
     gpu = torch.device("cuda:0")
     rows = _interleaved(
-        [("a", "", lambda: events.append("a"), None), ("g", "", lambda: events.append("g"), gpu)], images=4, repeats=3
+        [("a", "", lambda: events.append("a")), ("g", "", lambda: events.append("g"))], images=4, repeats=3, device=gpu
     )
     # warm-ups first (the GPU one waited for), then rounds: a then g, three times
     assert events[:3] == ["a", "g", "sync cuda:0"]
@@ -35,15 +35,15 @@ def test_rounds_are_interleaved_and_a_gpu_decoder_is_synchronised_around_each_ti
 def test_the_median_and_range_come_from_each_decoders_own_rounds(monkeypatch):
     seconds = {"a": iter([0.0, 1.0, 4.0, 0.5]), "b": iter([0.0, 2.0, 8.0, 1.0])}  # warm-up first, then 3 rounds
     now = [0.0]
-    monkeypatch.setattr(decoders.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(precision.time, "perf_counter", lambda: now[0])
 
     def decoder(name):
         def one_pass():
             now[0] += next(seconds[name])
 
-        return (name, "", one_pass, None)
+        return (name, "", one_pass)
 
-    a, b = _interleaved([decoder("a"), decoder("b")], images=8, repeats=3)
+    a, b = _interleaved([decoder("a"), decoder("b")], images=8, repeats=3, device=torch.device("cpu"))
     assert a["images_per_s"] == 8 / 1.0 and a["images_per_s_range"] == (8 / 4.0, 8 / 0.5)
     assert b["images_per_s"] == 8 / 2.0 and b["images_per_s_range"] == (8 / 8.0, 8 / 1.0)
 
@@ -78,8 +78,10 @@ def test_each_row_carries_the_load_measured_while_it_ran():
     def busy_meter():
         return LoadMeter(machine=lambda: next(machine), tree=lambda: next(tree), wall=lambda: next(wall), cores=4)
 
-    (row,) = _interleaved([("a", "", lambda: None, None)], images=1, repeats=2, new_meter=busy_meter)
+    (row,) = _interleaved(
+        [("a", "", lambda: None)], images=1, repeats=2, device=torch.device("cpu"), new_meter=busy_meter
+    )
     assert row["load"]["other_cores"] == 2.0 and row["load"]["busy"]
     assert row["load_note"].startswith("other processes used 2.0 of 4 cores")
-    (quiet,) = _interleaved([("a", "", lambda: None, None)], images=1, repeats=2)
+    (quiet,) = _interleaved([("a", "", lambda: None)], images=1, repeats=2, device=torch.device("cpu"))
     assert "load" in quiet
