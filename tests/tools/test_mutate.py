@@ -6,7 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as `tomli` (pytest brings it there)
+    import tomli as tomllib
+
 from mutate import narrow  # tools/ is on the path: tests/tools/conftest.py
 
 PYPROJECT = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
