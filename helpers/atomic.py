@@ -51,7 +51,7 @@ def _destination_error(
     """`error` as a DestinationError naming `target` when it is a full disk or a folder that cannot be written (a
     permission error only for `target`, its lock or a hidden sibling, unless `anywhere`), else `error` itself."""
     target = Path(target)
-    if isinstance(error, DestinationError) or error.errno not in _FULL | _READ_ONLY:
+    if error.errno not in _FULL | _READ_ONLY or (isinstance(error, DestinationError) and error.filename == str(target)):
         return error
     folder = Path(os.path.abspath(target.parent))
     if error.errno in {errno.EACCES, errno.EPERM} and not anywhere and not _beside(error.filename, target, folder):
@@ -60,7 +60,8 @@ def _destination_error(
         advice = "free space on that disk, or choose a folder on another one, and run again"
     else:
         advice = f"{folder} cannot be written: make it writable, or choose a writable folder"
-    return DestinationError(error.errno, f"{target}: cannot write {what} ({error}); {advice}", str(target))
+    detail = f"{os.strerror(error.errno or 0)}: {error.filename}" if isinstance(error, DestinationError) else error
+    return DestinationError(error.errno, f"{target}: cannot write {what} ({detail}); {advice}", str(target))
 
 
 @contextlib.contextmanager
