@@ -167,17 +167,21 @@ def _identity(info: os.stat_result) -> tuple[int, int, int, int]:
 
 def _recorded(urls: list[str]) -> dict[str, tuple[int, int, int, int]]:
     """Each shard's identity now, checked against the manifest beside it (when there is one) first."""
-    identities = {}
+    identities, sizes = {}, {}  # sizes: what each folder's manifest records, read once a folder
     for url in urls:
         path = Path(url)
-        try:
-            manifest = _manifest(path.parent)
-        except FileNotFoundError:
-            manifest = None  # shards written by another tool: only their identity is checked
-        except (OSError, ValueError) as error:
-            raise ShardError(f"{path.parent}: its {MANIFEST} cannot be read ({error}); write the set again") from error
-        if manifest is not None and path.name in manifest["shards"]:
-            problem = _shard_problem(path, int(manifest["bytes"][manifest["shards"].index(path.name)]))
+        if path.parent not in sizes:
+            try:
+                manifest = _manifest(path.parent)
+                sizes[path.parent] = dict(zip(manifest["shards"], manifest["bytes"]))
+            except FileNotFoundError:
+                sizes[path.parent] = {}  # shards written by another tool: only their identity is checked
+            except (OSError, ValueError) as error:
+                raise ShardError(
+                    f"{path.parent}: its {MANIFEST} cannot be read ({error}); write the set again"
+                ) from error
+        if path.name in sizes[path.parent]:
+            problem = _shard_problem(path, int(sizes[path.parent][path.name]))
             if problem is not None:
                 raise ShardError(f"{path}: not a whole shard: {problem}; write the set again with write_shards")
         with open_regular(path, role="a shard") as f:  # the file itself, through any link a user made
