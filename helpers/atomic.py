@@ -4,10 +4,10 @@ Every writer of shared data (downloads, extraction, caches, checkpoints) builds 
 publishes with one atomic `os.replace`, so a reader (another rank, another notebook, a later run) sees either the
 old complete version or the new complete one, never half of either. `build_once` adds the rest of the recipe for
 data several processes may build at once: take the lock, look again (another process may have finished while this
-one waited), clear what a killed builder left behind, build privately, publish only a complete build. A build that
-cannot be written (a full disk, a read-only folder) is a `DestinationError` naming the target and what to do; what was
-there before stays whole. The hidden names beside a target (lock, staging, set-aside) always fit in a file name, however
-long the target's own name.
+one waited), clear what a killed builder left behind, build privately, publish only a complete build. A build
+that cannot be written (a full disk, a read-only folder) is a `DestinationError` naming the target and what to do;
+what was there before stays whole. The hidden names beside a target (lock, staging, set-aside) always fit in a file
+name, however long the target's own name.
 
 Copy with: safe_open.py (locks and scratch files opened as regular files, never through a planted link).
 Needs: the standard library only (POSIX `fcntl` for the lock; elsewhere the lock is a no-op).

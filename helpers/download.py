@@ -343,13 +343,13 @@ def download(
 
     A digest (`sha256` or `md5`) is required; only tests pass `insecure=True` to skip it. With `kind` (a `file_kind`
     result such as "gzip"), a file of another kind (an HTML error page) is refused from its first bytes and named;
-    with `size`, a file of any other byte count; without, one past `max_bytes` (default MAX_BYTES, 4 GiB). A
-    transfer slower than `stall`, silent for `timeout` s or not done within `deadline` s (default: transfer_deadline
-    of the expected bytes, plus at most one `timeout` for the last read) is abandoned. A file is only ever at `dest` once complete and verified;
-    an interrupted transfer raises IncompleteDownloadError (BadResponseError: a malformed reply; ServerError: an
-    error status, a bad redirect; UnreachableError: no reply) and leaves `dest.part` for the next call to resume. A
-    verified `dest` is used without the lock (a read-only folder is fine); a folder that cannot be written is
-    atomic.DestinationError naming it. Processes fetching the same `dest` take turns; a waiting one says so."""
+    with `size`, a file of any other byte count; without, one past `max_bytes` (4 GiB unless given). A transfer
+    slower than `stall`, silent for `timeout` s or not done within `deadline` s (default: transfer_deadline of the
+    expected bytes, plus at most one `timeout` for the last read) is abandoned. A file is only ever at `dest` once
+    complete and verified; a cut transfer raises IncompleteDownloadError (BadResponseError: a malformed reply;
+    ServerError: an error status, a bad redirect; UnreachableError: no reply) and leaves `dest.part` for the next
+    call to resume. A verified `dest` is used without the lock (so in a read-only folder); a folder that cannot be
+    written is atomic.DestinationError naming it. Processes fetching one `dest` take turns."""
     if _expected(sha256, md5) is None and not insecure:
         raise ValueError(
             f"download({url!r}): pass sha256= or md5= (the digest published with the file); an unverified "
