@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from .atomic import build_once
+from .atomic import build_once, writing_into
 from .safe_open import make_dirs, open_regular
 from .tar_scan import BadArchiveError, ExtractLimits, ScannedMember, UnsafeArchiveError, scan_tar
 
@@ -62,12 +62,28 @@ def _check_member(member: tarfile.TarInfo, archive: Path) -> None:
         )
 
 
+def _check_clashes(members: list[tarfile.TarInfo], archive: Path) -> None:
+    """Refuse a name that one member makes a file and another a folder (a later file may replace an earlier one)."""
+    kinds: dict[tuple[str, ...], str] = {}
+    for member in members:
+        parts = PurePosixPath(member.name).parts
+        for depth in range(1, len(parts) + 1):
+            kind = "file" if depth == len(parts) and not member.isdir() else "folder"
+            if kinds.setdefault(parts[:depth], kind) != kind:
+                raise UnsafeArchiveError(
+                    f"{archive}: member {member.name!r} makes {'/'.join(parts[:depth])!r} a {kind}, where another "
+                    f"member makes it a {kinds[parts[:depth]]}; the archive is damaged or crafted, refusing to extract "
+                    "anything"
+                )
+
+
 def _checked_members(tar: tarfile.TarFile, archive: Path, scanned: list[ScannedMember]) -> list[tarfile.TarInfo]:
     """tarfile's members, each checked, and refused unless they are the ones the raw headers describe."""
     members: list[tarfile.TarInfo] = []
     for member in tar:
         _check_member(member, archive)
         members.append(member)
+    _check_clashes(members, archive)
     if [(m.size, m.offset_data) for m in members] != [(s.size, s.offset_data) for s in scanned]:
         raise BadArchiveError(
             f"{archive}: tarfile reads {len(members)} members where the raw headers describe {len(scanned)} (or other "
@@ -139,10 +155,11 @@ def safe_extract(
 ) -> list[Path]:
     """Extract a tar archive into `dest` after checking every header, member and the `limits` (default: for_archive).
 
-    Refuses absolute paths, '..', links, devices, sparse files, negative sizes, oversized meta headers, archives past
-    the limits and damaged or truncated streams (read to their end, so a bad CRC shows) before writing anything,
-    then extracts through tarfile's `data` filter (which also stops writes through links already in `dest`), or
-    under the same rules by itself on a Python without that filter.
+    Refuses absolute paths, '..', links, devices, sparse files, negative sizes, oversized meta headers, names no file
+    system holds, a name that is a file in one member and a folder in another, archives past the limits and damaged
+    or truncated streams (read to their end, so a bad CRC shows) before writing anything, then extracts through
+    tarfile's `data` filter (which also stops writes through links already in `dest`), or under the same rules by
+    itself on a Python without that filter. A full disk or a read-only `dest` is a DestinationError naming it.
     """
     archive, dest = Path(archive), Path(dest)
     limits = limits or ExtractLimits.for_archive(archive)
@@ -152,11 +169,12 @@ def safe_extract(
         try:
             with tarfile.open(fileobj=f) as tar:
                 members = _checked_members(tar, archive, scanned)  # all checked before anything is written
-                make_dirs(dest)
-                if hasattr(tarfile, "data_filter"):
-                    tar.extractall(dest, members=members, filter=_data_filter)
-                else:
-                    _write_members(tar, members, dest, archive)
+                with writing_into(dest, f"the members of {archive.name}", anywhere=True):  # full, read-only
+                    make_dirs(dest)
+                    if hasattr(tarfile, "data_filter"):
+                        tar.extractall(dest, members=members, filter=_data_filter)
+                    else:
+                        _write_members(tar, members, dest, archive)
         except _FILTER_ERRORS as error:
             raise UnsafeArchiveError(f"{archive}: {error}; refusing to extract the rest") from error
         except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as error:

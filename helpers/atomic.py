@@ -4,7 +4,10 @@ Every writer of shared data (downloads, extraction, caches, checkpoints) builds 
 publishes with one atomic `os.replace`, so a reader (another rank, another notebook, a later run) sees either the
 old complete version or the new complete one, never half of either. `build_once` adds the rest of the recipe for
 data several processes may build at once: take the lock, look again (another process may have finished while this
-one waited), clear what a killed builder left behind, build privately, publish only a complete build.
+one waited), clear what a killed builder left behind, build privately, publish only a complete build. A build
+that cannot be written (a full disk, a read-only folder) is a `DestinationError` naming the target and what to do;
+what was there before stays whole. The hidden names beside a target (lock, staging, set-aside) always fit in a file
+name, however long the target's own name.
 
 Copy with: safe_open.py (locks and scratch files opened as regular files, never through a planted link).
 Needs: the standard library only (POSIX `fcntl` for the lock; elsewhere the lock is a no-op).
@@ -32,6 +35,74 @@ except ImportError:  # Windows: no fcntl; staging + rename still keep readers sa
     fcntl = None  # type: ignore[assignment]
 
 _ZEROS = bytes(1 << 20)
+NAME_MAX = 255  # bytes in one file name (Linux, macOS, Windows)
+_HIDDEN_NAME_BYTES = 140  # a target name longer than this is shortened (with a digest) inside hidden sibling names
+_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+class DestinationError(OSError):
+    """Data cannot be written where it goes (a full disk, a read-only folder); names the place and what to do."""
+
+
+def _destination_error(
+    error: OSError, target: str | os.PathLike, what: str = "it", *, anywhere: bool = False
+) -> OSError:
+    """`error` as a DestinationError naming `target` when it is a full disk or a folder that cannot be written (a
+    permission error only for `target`, its lock or a hidden sibling, unless `anywhere`), else `error` itself."""
+    target = Path(target)
+    if error.errno not in _FULL | _READ_ONLY or (isinstance(error, DestinationError) and error.filename == str(target)):
+        return error
+    folder = Path(os.path.abspath(target.parent))
+    if error.errno in {errno.EACCES, errno.EPERM} and not anywhere and not _beside(error.filename, target, folder):
+        return error
+    if error.errno in _FULL:
+        advice = "free space on that disk, or choose a folder on another one, and run again"
+    else:
+        advice = f"{folder} cannot be written: make it writable, or choose a writable folder"
+    detail = f"{os.strerror(error.errno or 0)}: {error.filename}" if isinstance(error, DestinationError) else error
+    return DestinationError(error.errno, f"{target}: cannot write {what} ({detail}); {advice}", str(target))
+
+
+@contextlib.contextmanager
+def writing_into(target: str | os.PathLike, what: str = "it", *, anywhere: bool = False) -> Iterator[None]:
+    """Turn a full disk or an unwritable folder met inside the block into a DestinationError naming `target` (a
+    permission error only for `target`, its lock and staging, unless `anywhere`); other errors pass unchanged."""
+    try:
+        yield
+    except OSError as error:
+        converted = _destination_error(error, target, what, anywhere=anywhere)
+        if converted is error:
+            raise
+        raise converted from error
+
+
+def _beside(filename: object, target: Path, folder: Path) -> bool:
+    """True when `filename` is `target`, its lock, or inside a hidden sibling of it (a staging folder)."""
+    if not isinstance(filename, str):
+        return False
+    parts = Path(os.path.abspath(filename)).parts
+    if parts[: len(folder.parts)] != folder.parts or len(parts) == len(folder.parts):
+        return False
+    first = parts[len(folder.parts)]
+    return first in (target.name, lock_path_of(target).name) or first.startswith(hidden_name(target, ""))
+
+
+def hidden_name(target: str | os.PathLike, suffix: str) -> str:
+    """`.{name}.{suffix}` for a sibling of `target`, its name shortened (a digest kept) so that the whole fits."""
+    name = Path(target).name
+    if len(name.encode("utf-8", "surrogateescape")) > _HIDDEN_NAME_BYTES:
+        digest = hashlib.blake2b(name.encode("utf-8", "surrogateescape"), digest_size=4).hexdigest()
+        head = name.encode("utf-8", "surrogateescape")[: _HIDDEN_NAME_BYTES - 9].decode("utf-8", "ignore")
+        name = f"{head}~{digest}"
+    return f".{name}.{suffix}"
+
+
+def lock_path_of(target: str | os.PathLike) -> Path:
+    """The lock file beside `target`: `target.lock`, or a shortened hidden name when that would not fit."""
+    target = Path(target)
+    fits = len(target.name.encode("utf-8", "surrogateescape")) + len(".lock") <= NAME_MAX
+    return target.with_name(target.name + ".lock" if fits else hidden_name(target, "lock"))
 
 
 @contextlib.contextmanager
@@ -40,11 +111,14 @@ def file_lock(target: str | os.PathLike, *, on_wait: Callable[[Path], None] | No
 
     The lock is released by the kernel when the holder exits or is killed, so a crashed writer never blocks others.
     `on_wait(lock_path)` is called once when another process holds the lock, before waiting for it. The lock file
-    is opened as a regular file without following a link (a FIFO, folder or planted link there is named).
+    is opened as a regular file without following a link (a FIFO, folder or planted link there is named); a folder
+    where it cannot be created (read-only) is a DestinationError naming the folder.
     """
-    lock_path = Path(target).with_name(Path(target).name + ".lock")
-    make_dirs(lock_path.parent)
-    with open_regular(lock_path, "r+b", role="a lock file") as handle:
+    lock_path = lock_path_of(target)
+    with writing_into(lock_path, "the lock file that lets processes take turns", anywhere=True):
+        make_dirs(lock_path.parent)
+        handle = open_regular(lock_path, "r+b", role="a lock file")
+    with handle:
         if fcntl is not None:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -60,7 +134,7 @@ def file_lock(target: str | os.PathLike, *, on_wait: Callable[[Path], None] | No
 
 
 def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
+    return (re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host")[:64]
 
 
 def staging_path(target: str | os.PathLike) -> Path:
@@ -69,7 +143,7 @@ def staging_path(target: str | os.PathLike) -> Path:
     The name carries this machine's name and the process id, so leftovers of a killed writer can be recognised.
     """
     target = Path(target)
-    return target.with_name(f".{target.name}.staging-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    return target.with_name(hidden_name(target, f"staging-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"))
 
 
 def remove_stale_staging(target: str | os.PathLike) -> list[Path]:
@@ -88,8 +162,8 @@ def remove_stale_staging(target: str | os.PathLike) -> list[Path]:
 
 def _leftovers(target: Path) -> list[Path]:
     """Staging folders (and their `.unpacked` siblings) and set-aside old folders of `target` named for this host."""
-    host = re.escape(_host())
-    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(?:staging|old)-{host}-\d+-[0-9a-f]{{8}}(?:\.unpacked)?$")
+    host, stem = re.escape(_host()), re.escape(hidden_name(target, ""))  # ".{name}." (shortened when long)
+    pattern = re.compile(rf"^{stem}(?:staging|old)-{host}-\d+-[0-9a-f]{{8}}(?:\.unpacked)?$")
     return [p for p in (target.parent.iterdir() if target.parent.is_dir() else ()) if pattern.match(p.name)]
 
 
@@ -108,7 +182,7 @@ def publish(staging: str | os.PathLike, target: str | os.PathLike) -> Path:
     """
     staging, target = Path(staging), Path(target)
     if target.is_dir() and not target.is_symlink():
-        aside = target.with_name(f".{target.name}.old-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        aside = target.with_name(hidden_name(target, f"old-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"))
         os.replace(target, aside)
         os.replace(staging, target)
         _remove(aside)
@@ -135,13 +209,27 @@ def staged(target: str | os.PathLike, *, folder: bool = False) -> Iterator[Path]
     publish(path, target)
 
 
-def sources_key(samples: Sequence[tuple[str | os.PathLike, int]]) -> str:
+def sources_key(samples: Sequence[tuple[str | os.PathLike, int]], *, content: bool = False) -> str:
     """What a build was made from, as a key: every source's path, label, size and modification time, so a build is
-    made again when a source is replaced, edited, relabelled, added or removed (one stat a file: nothing is read)."""
+    made again when a source is replaced, edited, relabelled, added or removed (one stat a file: nothing is read).
+
+    An edit that keeps both the size and the modification time is missed: `cp -p` or `rsync -t` of another file of
+    the same size over a source, or a tool that restores the time. `content=True` hashes every file's bytes
+    instead of its time (it reads the whole set on every call, as the SR cache's fingerprint does).
+    """
     digest = hashlib.blake2b(digest_size=16)
     for path, label in samples:
         info = os.stat(path)
-        digest.update(f"{os.path.abspath(path)}\0{int(label)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+        stamp = _content_digest(path) if content else str(info.st_mtime_ns)
+        digest.update(f"{os.path.abspath(path)}\0{int(label)}\0{info.st_size}\0{stamp}\n".encode())
+    return digest.hexdigest()
+
+
+def _content_digest(path: str | os.PathLike) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    with open_regular(path, role="a source file") as f:
+        for block in iter(lambda: f.read(len(_ZEROS)), b""):
+            digest.update(block)
     return digest.hexdigest()
 
 
@@ -157,10 +245,11 @@ def build_once(
     Under the lock beside `target`: if `is_complete(target)` (another process finished while this one waited), do
     nothing; else remove leftovers of killed builders, call `build(staging)` on a private staging folder (or file,
     with `folder=False`), and publish it in one rename only if `build` returned without error, so a half build is
-    never seen. `build` should verify what it made and raise when it is not right. Returns True when this call built.
+    never seen. `build` should verify what it made and raise when it is not right; a full disk or a folder that
+    cannot be written is a DestinationError naming `target`. Returns True when this call built.
     """
     target = Path(target)
-    if is_complete(target):
+    if is_complete(target):  # before any lock: a complete target in a read-only folder is used as it is
         if _leftovers(target):  # a publish killed after its rename left the old folder set aside: clear it
             with file_lock(target):
                 remove_stale_staging(target)
@@ -169,7 +258,7 @@ def build_once(
         remove_stale_staging(target)
         if is_complete(target):
             return False
-        with staged(target, folder=folder) as staging:
+        with writing_into(target, "the build"), staged(target, folder=folder) as staging:
             build(staging)
     return True
 

@@ -13,6 +13,7 @@ import errno
 import os
 import random
 import shutil
+import stat
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ TRAINER_KEYS = ("model", "optimizer", "step", "epoch", "batch_in_epoch", "rng", 
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint cannot be used: missing, corrupt, truncated, or not a checkpoint of this trainer and model."""
+    """A checkpoint cannot be used (missing, corrupt, truncated, not of this trainer and model) or saved (a folder or
+    FIFO where it goes)."""
 
 
 def rng_states() -> dict[str, Any]:
@@ -98,10 +100,17 @@ def _previous(path: Path) -> Path:
 
 def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     """Write a checkpoint atomically: to `*.tmp` (flushed to disk), then the old one becomes `*.previous.pt`, then
-    a rename. A crash at any point leaves at least one complete checkpoint that `load_latest_checkpoint` finds."""
+    a rename. A crash at any point leaves at least one complete checkpoint that `load_latest_checkpoint` finds. A
+    folder or FIFO at any of the three names is a CheckpointError before anything is written or moved."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = _temporary(path)
+    for name in (path, temporary, _previous(path)):  # before anything is written or moved aside
+        if (what := _not_a_file(name)) is not None:
+            raise CheckpointError(
+                f"{name}: is {what}, not a checkpoint file; the checkpoint was not saved and nothing "
+                f"was moved: move it away, or save the checkpoints to another folder"
+            )
     try:
         with _open_scratch(temporary) as f:
             torch.save(state, f)
@@ -123,6 +132,17 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
         os.replace(path, _previous(path))
     os.replace(temporary, path)
     return path
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What stands at `path` when it is neither a regular file nor a link ('a folder', 'a FIFO' ...), else None."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return None
+    return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
 
 
 def _open_scratch(path: Path) -> Any:
@@ -162,6 +182,9 @@ def load_checkpoint(
     """Load a checkpoint with weights_only=True, or raise CheckpointError naming the file and what to do."""
     path = Path(path)
     if not path.is_file():
+        what = _not_a_file(path) or ("a link to nothing" if os.path.lexists(path) else None)
+        if what:
+            raise CheckpointError(f"{path}: is {what}, not a checkpoint file: move it away, or resume from another")
         raise CheckpointError(f"{path}: no such checkpoint; start without --resume to train from scratch")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)

@@ -1,6 +1,11 @@
 """Verified, resumable downloads that abandon stalled transfers and refuse files of the wrong kind or size, safe
 when several processes fetch the same file at once; the archive extraction of `archives.py`, re-exported.
 
+Every transfer is bounded (a deadline from the expected size, a byte cap, a stall rule, a socket timeout) and its
+kind checked on its first bytes; an error status, a redirect loop or one to file://, a refused connection and a
+silent server are this module's errors naming the URL. A verified file is used without the lock (so from a
+read-only folder); what must be written says which folder and what to do.
+
 Copy with: atomic.py (the inter-process lock, one-rename publish), safe_open.py (regular files only, no planted
 links followed), tar_scan.py (file kinds) and archives.py (safe extraction; drop the re-export if you copy only this).
 Needs: tqdm (the download's progress bar).
@@ -23,31 +28,25 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .archives import ExtractLimits, extract_into, safe_extract
-from .atomic import file_lock, publish
-from .safe_open import check_regular, make_dirs, open_regular
+from .atomic import DestinationError, file_lock, publish
+from .safe_open import check_regular, open_regular
 from .tar_scan import BadArchiveError, UnsafeArchiveError, describe_kind, kind_of_head
 
+# fmt: off
 __all__ = [
-    "BadArchiveError",
-    "BadResponseError",
-    "ChecksumMismatchError",
-    "DestinationWriteError",
-    "ExtractLimits",
-    "IncompleteDownloadError",
-    "StallRule",
-    "UnsafeArchiveError",
-    "describe_kind",
-    "download",
-    "extract_into",
-    "file_digest",
-    "file_kind",
-    "safe_extract",
+    "BadArchiveError", "BadResponseError", "ChecksumMismatchError", "DestinationError", "DestinationWriteError",
+    "ExtractLimits", "IncompleteDownloadError", "ServerError", "StallRule", "UnreachableError", "UnsafeArchiveError",
+    "describe_kind", "download", "extract_into", "file_digest", "file_kind", "safe_extract", "transfer_deadline",
     "verify_file",
 ]
+# fmt: on
 
 CHUNK_BYTES = 1 << 20
 READ_BYTES = 64 << 10  # one read of the response: returns as soon as some bytes arrived, so stalls are seen
-MIB = 1 << 20
+MAX_BYTES = 4 << 30  # the cap on a download of unknown size: past any dataset archive this code fetches
+DEADLINE_BASE_S = 300.0  # the overall deadline: this much, plus the expected bytes at DEADLINE_BYTES_PER_S
+DEADLINE_BYTES_PER_S = 64 << 10  # 64 KiB/s: CIFAR-10's 170 MB get 48 min, where the stall rule alone allows 46 h
+HEAD_BYTES = 512  # the first bytes, that tell a file's kind
 
 
 class ChecksumMismatchError(RuntimeError):
@@ -57,15 +56,25 @@ class ChecksumMismatchError(RuntimeError):
 
 
 class IncompleteDownloadError(ConnectionError):
-    """The transfer stopped before the whole file arrived; the partial file is kept for resuming."""
+    """The transfer stopped before the whole file arrived (cut, stalled, past its deadline); the part is kept."""
 
 
-class DestinationWriteError(OSError):
+class UnreachableError(IncompleteDownloadError):
+    """No reply came: the connection was refused, the name did not resolve, or the server stayed silent."""
+
+
+class DestinationWriteError(DestinationError):
     """The download could not be written where it goes (a full disk, a read-only folder); not a network problem."""
 
 
 class BadResponseError(IncompleteDownloadError):
-    """The server's reply was malformed or not the file: a bad Content-Length, a size other than the exact one."""
+    """The server's reply was malformed or not the file: a bad Content-Length, past the exact size or the cap."""
+
+
+class ServerError(BadResponseError):
+    """The server answered an error status (404, 500 ...) or a bad redirect (a loop, file://); `code`: the status."""
+
+    code: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,11 +102,7 @@ def file_kind(path: str | os.PathLike) -> str:
 
 
 def _expected(sha256: str | None, md5: str | None) -> tuple[str, str] | None:
-    if sha256:
-        return "sha256", sha256.lower()
-    if md5:
-        return "md5", md5.lower()
-    return None
+    return ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower()) if md5 else None
 
 
 def _mismatch(path: Path, sha256: str | None, md5: str | None) -> tuple[str, str, str] | None:
@@ -139,11 +144,37 @@ def verify_file(
         raise _mismatch_error(Path(path), *problem, source=source, kind=kind)
 
 
+def transfer_deadline(expected_bytes: int) -> float:
+    """Seconds a transfer of `expected_bytes` may take in all: DEADLINE_BASE_S plus the bytes at 64 KiB/s."""
+    return DEADLINE_BASE_S + expected_bytes / DEADLINE_BYTES_PER_S
+
+
+def _server_error(url: str, error: urllib.error.HTTPError) -> ServerError:
+    why = "a redirect loop, or one to a non-http(s) address (never followed); " if 300 <= error.code < 400 else ""
+    advice = "try again later" if error.code >= 500 else "check the address"
+    reason = " ".join(str(error.reason).split())  # urllib's redirect-loop reason spans lines
+    server_error = ServerError(f"{url}: the server answered {error.code} {reason}; {why}{advice}")
+    server_error.code = error.code
+    return server_error
+
+
 def _open(url: str, offset: int, timeout: float):
+    """The response to a GET of `url` (from `offset`), or one of this module's errors naming the URL."""
     request = urllib.request.Request(url, headers={"User-Agent": "feeding-the-gpu-course"})  # noqa: S310 (as below)
     if offset:
         request.add_header("Range", f"bytes={offset}-")
-    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 (http/https URLs from our own constants)
+    try:
+        return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 (http/https only, checked in download)
+    except urllib.error.HTTPError as error:
+        raise _server_error(url, error) from error
+    except http.client.HTTPException as error:  # a garbled status line or headers
+        raise BadResponseError(f"{url}: the server's reply is malformed ({type(error).__name__}: {error})") from error
+    except (urllib.error.URLError, OSError) as error:  # refused, no such host, no reply within `timeout`
+        reason = getattr(error, "reason", error)
+        raise UnreachableError(
+            f"{url}: no reply ({type(reason).__name__}: {reason}; waited at most {timeout:.0f} s); check the address "
+            "and the network, or try again later"
+        ) from error
 
 
 def _start(url: str, part: Path, timeout: float):
@@ -155,7 +186,7 @@ def _start(url: str, part: Path, timeout: float):
     offset = check_regular(part, role="a partial download").st_size if os.path.lexists(part) else 0
     try:
         response = _open(url, offset, timeout)
-    except urllib.error.HTTPError as error:
+    except ServerError as error:
         if error.code == 416 and offset:  # nothing left to send: the partial file may already be whole
             return None, offset
         raise
@@ -169,8 +200,8 @@ def _start(url: str, part: Path, timeout: float):
     return _open(url, 0, timeout), 0
 
 
-def _declared_total(response, offset: int, size: int | None, *, url: str) -> int | None:
-    """The file's whole size from Content-Length (None when not sent), checked against the exact `size`."""
+def _declared_total(response, offset: int, size: int | None, cap: int, *, url: str) -> int | None:
+    """The file's whole size from Content-Length (None when not sent), checked against the exact `size` or the cap."""
     length = response.headers.get("Content-Length")
     if length is not None and not (length.strip().isascii() and length.strip().isdigit()):
         raise BadResponseError(f"{url}: the server sent Content-Length {length!r}, not a byte count; try again later")
@@ -180,23 +211,35 @@ def _declared_total(response, offset: int, size: int | None, *, url: str) -> int
             f"{url}: the server announces {total} bytes where the file has exactly {size}; it is sending something "
             "else: try again later, or check the address"
         )
+    if total is not None and total > cap:
+        raise BadResponseError(f"{url}: the server announces {total} bytes, past the {cap} allowed (max_bytes=)")
     return total
 
 
-def _stalled(url: str, part: Path, received: int, rule: StallRule, got: int, elapsed: float) -> Exception:
-    return IncompleteDownloadError(
-        f"{url}: stalled: {got} bytes in the last {elapsed:.0f} s, under the {rule.min_bytes_per_s:.0f} bytes/s "
-        f"a transfer must average over {rule.seconds:.0f} s; the {received} bytes so far are kept at {part} and the "
-        "next run resumes them (pass stall=StallRule(...) to allow a slower connection)"
-    )
+@dataclass(frozen=True)
+class _Bounds:
+    """What one transfer may do: the exact size, the byte cap, the deadline (s), the kind of its first bytes."""
+
+    size: int | None
+    cap: int
+    deadline: float | None
+    kind: str | None
+    rule: StallRule
 
 
-def _copy_body(response, out, bar, *, url: str, part: Path, start: int, size: int | None, rule: StallRule) -> int:
-    """Copy the body to `out`, abandoning it when it stalls or passes `size`; return the bytes `part` then holds."""
-    received, window_start, window_bytes = start, time.monotonic(), 0
+class _WrongKind(Exception):
+    """The first bytes are of another kind than asked: stop reading; the checks after the transfer name it."""
+
+
+def _copy_body(response, out, bar, *, url: str, part: Path, start: int, bounds: _Bounds, deadline: float) -> int:
+    """Copy the body to `out`, abandoning it when it stalls, passes the cap or the deadline, or starts with bytes of
+    another kind; return the bytes `part` then holds."""
+    received, window_start, window_bytes, began = start, time.monotonic(), 0, time.monotonic()
+    head = b"" if start == 0 and bounds.kind is not None else None
     while block := response.read1(READ_BYTES):  # returns what has arrived, so a trickle is measured as it comes
-        if size is not None and received + len(block) > size:
-            raise BadResponseError(f"{url}: the server sent more than the file's {size} bytes; it is something else")
+        if received + len(block) > bounds.cap:
+            allowed = f"the file's {bounds.size}" if bounds.size is not None else f"the {bounds.cap} allowed"
+            raise BadResponseError(f"{url}: the server sent more than {allowed} bytes; it is something else")
         try:
             out.write(block)
             out.flush()  # a full disk shows here, as this error, not later at close
@@ -210,24 +253,44 @@ def _copy_body(response, out, bar, *, url: str, part: Path, start: int, size: in
         received += len(block)
         window_bytes += len(block)
         bar.update(len(block))
-        elapsed = time.monotonic() - window_start
-        if elapsed >= rule.seconds:
+        if head is not None and len(head) < HEAD_BYTES:
+            head += block[: HEAD_BYTES - len(head)]
+            if len(head) == HEAD_BYTES and kind_of_head(head) != bounds.kind:
+                raise _WrongKind
+        now = time.monotonic()
+        if now - began > deadline:
+            raise IncompleteDownloadError(
+                f"{url}: not done within its deadline of {deadline:.0f} s ({received - start} bytes in "
+                f"{now - began:.0f} s); the {received} bytes so far are kept at {part} and the next run resumes "
+                "them (pass deadline= to allow longer)"
+            )
+        if now - window_start >= bounds.rule.seconds:
+            rule, elapsed = bounds.rule, now - window_start
             if window_bytes < rule.min_bytes_per_s * elapsed:
-                raise _stalled(url, part, received, rule, window_bytes, elapsed)
-            window_start, window_bytes = time.monotonic(), 0
+                raise IncompleteDownloadError(
+                    f"{url}: stalled: {window_bytes} bytes in the last {elapsed:.0f} s, under the "
+                    f"{rule.min_bytes_per_s:.0f} bytes/s a transfer must average over {rule.seconds:.0f} s; the "
+                    f"{received} bytes so far are kept at {part} and the next run resumes them (pass "
+                    "stall=StallRule(...) to allow a slower connection)"
+                )
+            window_start, window_bytes = now, 0
     return received
 
 
-def _receive(response, part: Path, offset: int, *, url: str, progress: bool, size: int | None, rule: StallRule) -> None:
+def _receive(response, part: Path, offset: int, *, url: str, progress: bool, bounds: _Bounds) -> None:
     """Write a response body to `part` (appending from `offset`), or raise IncompleteDownloadError."""
-    total = _declared_total(response, offset, size, url=url)
+    total = _declared_total(response, offset, bounds.size, bounds.cap, url=url)
+    expected = total if total is not None else bounds.size if bounds.size is not None else bounds.cap
+    deadline = bounds.deadline if bounds.deadline is not None else transfer_deadline(expected - offset)
     received = offset
     with (
         open_regular(part, "ab" if offset else "wb", role="a partial download") as out,
         tqdm(total=total, initial=offset, unit="B", unit_scale=True, desc=part.name, disable=not progress) as bar,
     ):
         try:
-            received = _copy_body(response, out, bar, url=url, part=part, start=offset, size=size, rule=rule)
+            received = _copy_body(
+                response, out, bar, url=url, part=part, start=offset, bounds=bounds, deadline=deadline
+            )
         except (OSError, http.client.HTTPException) as error:  # IncompleteRead, a cut chunked body, timeouts
             if isinstance(error, (IncompleteDownloadError, DestinationWriteError)):
                 raise
@@ -236,7 +299,7 @@ def _receive(response, part: Path, offset: int, *, url: str, progress: bool, siz
                 f"{url}: transfer broke off after {received} bytes ({type(error).__name__}: {error}); the partial "
                 f"file is kept at {part} and the next run resumes it"
             ) from error
-    want = total if total is not None else size
+    want = total if total is not None else bounds.size
     if want is not None and received < want:
         raise IncompleteDownloadError(
             f"{url}: transfer stopped after {received} of {want} bytes; the partial file is kept at "
@@ -251,6 +314,16 @@ def _say_waiting(dest: Path) -> Callable[[Path], None]:
     return say
 
 
+def _existing(dest: Path, *, sha256: str | None, md5: str | None, kind: str | None) -> bool:
+    """True when `dest` is there and verified (a wrong one raises); reads only, so a read-only folder is fine."""
+    if not os.path.lexists(dest):
+        return False
+    verify_file(dest, sha256=sha256, md5=md5, source="an earlier download", kind=kind)
+    if kind is not None and (found := file_kind(dest)) != kind:
+        raise BadArchiveError(f"{dest}: is {describe_kind(found)}, not {describe_kind(kind)}; delete it and run again")
+    return True
+
+
 def download(
     url: str,
     dest: str | os.PathLike,
@@ -259,6 +332,8 @@ def download(
     md5: str | None = None,
     kind: str | None = None,
     size: int | None = None,
+    max_bytes: int | None = None,
+    deadline: float | None = None,
     insecure: bool = False,
     timeout: float = 30.0,
     stall: StallRule = StallRule(),  # a frozen dataclass: one shared default is safe
@@ -267,37 +342,37 @@ def download(
     """Download `url` to `dest` through `dest.part` (resumed with an HTTP Range request), verify, then rename.
 
     A digest (`sha256` or `md5`) is required; only tests pass `insecure=True` to skip it. With `kind` (a `file_kind`
-    result such as "gzip"), a file of another kind (an HTML error page) is refused and named as such; with `size`,
-    a file of any other byte count. A transfer slower than the `stall` rule, or silent for `timeout` seconds, is
-    abandoned. A file is only ever at `dest` once complete and verified; an interrupted transfer raises
-    IncompleteDownloadError (BadResponseError for a malformed reply) and leaves `dest.part` for the next call to
-    resume. Processes downloading the same `dest` take turns (a lock beside it); a waiting one says so on stderr.
-    """
+    result such as "gzip"), a file of another kind (an HTML error page) is refused from its first bytes and named;
+    with `size`, a file of any other byte count; without, one past `max_bytes` (4 GiB unless given). A transfer
+    slower than `stall`, silent for `timeout` s or not done within `deadline` s (default: transfer_deadline of the
+    expected bytes, plus at most one `timeout` for the last read) is abandoned. A file is only ever at `dest` once
+    complete and verified; a cut transfer raises IncompleteDownloadError (BadResponseError: a malformed reply;
+    ServerError: an error status, a bad redirect; UnreachableError: no reply) and leaves `dest.part` for the next
+    call to resume. A verified `dest` is used without the lock (so in a read-only folder); a folder that cannot be
+    written is atomic.DestinationError naming it. Processes fetching one `dest` take turns."""
     if _expected(sha256, md5) is None and not insecure:
         raise ValueError(
             f"download({url!r}): pass sha256= or md5= (the digest published with the file); an unverified "
             "download could be anything. insecure=True skips the check and is meant for tests only"
         )
+    if not url.lower().startswith(("http://", "https://")):
+        raise ValueError(f"download({url!r}): only http:// and https:// addresses are fetched")
     dest = Path(dest)
-    make_dirs(dest.parent)
+    if _existing(dest, sha256=sha256, md5=md5, kind=kind):  # before the lock: it may sit in a read-only folder
+        return dest
+    cap = size if size is not None else max_bytes if max_bytes is not None else MAX_BYTES
+    bounds = _Bounds(size, cap, deadline, kind, stall)
     with file_lock(dest, on_wait=_say_waiting(dest)):  # one transfer at a time; the others find the verified file
-        if os.path.lexists(dest):
-            verify_file(dest, sha256=sha256, md5=md5, source="an earlier download", kind=kind)
-            if kind is not None and file_kind(dest) != kind:
-                found = describe_kind(file_kind(dest))
-                raise BadArchiveError(f"{dest}: is {found}, not {describe_kind(kind)}; delete it and run again")
+        if _existing(dest, sha256=sha256, md5=md5, kind=kind):
             return dest
         part = dest.with_name(dest.name + ".part")
-        try:
-            response, offset = _start(url, part, min(timeout, stall.seconds))
-        except http.client.HTTPException as error:  # a garbled status line or headers
-            raise BadResponseError(
-                f"{url}: the server's reply is malformed ({type(error).__name__}: {error})"
-            ) from error
+        response, offset = _start(url, part, min(timeout, stall.seconds))
         if response is not None:
             with response:
                 try:
-                    _receive(response, part, offset, url=url, progress=progress, size=size, rule=stall)
+                    _receive(response, part, offset, url=url, progress=progress, bounds=bounds)
+                except _WrongKind:
+                    pass  # the checks below name what came and set it aside
                 except BadResponseError:
                     if os.path.lexists(part):  # never resume onto bytes of something else
                         os.replace(part, dest.with_name(dest.name + ".rejected"))

@@ -20,7 +20,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 from torchvision.transforms import RandomResizedCrop
 
-from .images import BadImageError, to_rgb, to_uint8_tensor
+from .images import BadImageError, open_image_file, to_rgb, to_uint8_tensor
 
 Box = tuple[int, int, int, int]  # (top, left, height, width), torchvision's order
 SCALE = (0.08, 1.0)  # torchvision's RandomResizedCrop defaults
@@ -65,10 +65,12 @@ def decode_crop(
 ) -> tuple[Image.Image, Box]:
     """Decode a RandomResizedCrop of `size` x `size` from a file path or the file's bytes, as 8-bit RGB, and the box
     drawn (in full-image coordinates). With `reduce`, a JPEG is decoded at the smallest DCT scale the box allows;
-    `reduce=False` is the plain path (decode everything, then crop) for comparison. Other formats decode in full."""
+    `reduce=False` is the plain path (decode everything, then crop) for comparison. Other formats decode in full.
+    A path is opened as a regular file only (images.open_image_file): a FIFO or device is a BadImageError naming it."""
     name = Path(source) if not isinstance(source, bytes) else Path("<bytes>")
     try:
-        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+        opened = io.BytesIO(source) if isinstance(source, bytes) else open_image_file(source)  # a FIFO is named
+        with opened, Image.open(opened) as image:
             full = image.size
             box = box or random_resized_crop_box(*full, scale=scale, ratio=ratio)
             factor = jpeg_reduction(box, size) if reduce else 1

@@ -5,10 +5,13 @@ trusts any of them.
 whole into memory, parses pax headers with a regular expression that is quadratic on releases without the
 CVE-2024-6232 fix, stops silently at a garbage header, and never reads a compressed stream to its end (so a bad gzip
 CRC, a damaged .tar.xz or a tar cut at a member boundary extract part of their members without an error).
-`scan_tar` reads the decompressed stream once, to its end (the decompressor checks its CRC there), checking every
-header's checksum, refusing negative sizes, meta headers above `META_HEADER_BYTES`, a missing end-of-archive marker
-and archives past their `ExtractLimits`, and returns each member's (name, size, data offset) so the caller can check
-that `tarfile` reads the same members.
+It also reads a GNU sparse map (pax `GNU.sparse.*` records) as soon as it opens the archive, before any member can
+be checked: a few KiB of compressed map cost it seconds to minutes and gigabytes. `scan_tar` reads the decompressed
+stream once, to its end (the decompressor checks its CRC there), checking every header's checksum, refusing negative
+sizes (of members and of long-name or pax headers), meta headers above `META_HEADER_BYTES`, GNU sparse records,
+names no file system can hold (a NUL byte, a part over `NAME_MAX` bytes), a missing end-of-archive marker and
+archives past their `ExtractLimits`, and returns each member's (name, size, data offset) so the caller can check
+that `tarfile` reads the same members. Its memory is bounded by one MiB read at a time plus the meta headers.
 
 Copy alone.
 Needs: the standard library only.
@@ -31,6 +34,8 @@ MIB = 1 << 20
 META_HEADER_BYTES = 8 << 10  # a long name or pax header past this is not a dataset's (PATH_MAX is 4096)
 TRAILING_BYTES = 1 << 20  # zero padding allowed after the end-of-archive marker (tar pads to its record size)
 META_IN_A_ROW = 4  # e.g. a global pax header, a pax header, a long name and a long link before one member
+NAME_MAX = 255  # bytes in one part of a path on Linux, macOS and Windows file systems
+SPARSE_PREFIX = "GNU.sparse."  # pax records of GNU sparse files (formats 0.0, 0.1 and 1.0)
 _META_TYPES = {b"L", b"K", b"x", b"g", b"X"}  # GNU long name/link, pax, pax global, Solaris pax
 _DATA_TYPES = {b"0", b"\0", b"7", b"S"}  # tarfile skips data after these (and after types it does not know)
 _KNOWN_TYPES = _DATA_TYPES | _META_TYPES | {b"1", b"2", b"3", b"4", b"5", b"6"}
@@ -161,31 +166,60 @@ def _pax_records(data: bytes, where: str) -> dict[str, str]:
         if length <= space - pos + 1 or len(record) < length or not record.endswith(b"\n") or b"=" not in record:
             raise BadArchiveError(f"{where}: a malformed pax header record at byte {pos}; the archive is damaged")
         key, _, value = record[space - pos + 1 : -1].partition(b"=")
-        records[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
         pos += length
     return records
 
 
 def _header_name(header: bytes) -> str:
-    name = header[:100].split(b"\0", 1)[0].decode("utf-8", "replace")
+    name = header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
     if header[257:263] == b"ustar\x00" and header[345:346] != b"\0":
-        name = header[345:500].split(b"\0", 1)[0].decode("utf-8", "replace") + "/" + name
+        name = header[345:500].split(b"\0", 1)[0].decode("utf-8", "surrogateescape") + "/" + name
     return name
 
 
 def _meta(stream: _Stream, kind: bytes, size: int, where: str) -> dict[str, str]:
-    """Read a long-name/pax header's data (refused above META_HEADER_BYTES, before it is read)."""
+    """Read a long-name/pax header's data (refused when negative or above META_HEADER_BYTES, before it is read)."""
+    what, start = ("pax" if kind in b"xgX" else "long-name"), stream.offset - BLOCK
+    if size < 0:
+        raise UnsafeArchiveError(
+            f"{where}: a {what} header at byte {start} has a negative size ({size}); no tar tool "
+            "writes one, so the archive is crafted: refusing to extract"
+        )
     if size > META_HEADER_BYTES:
         raise UnsafeArchiveError(
-            f"{where}: a {'pax' if kind in b'xgX' else 'long-name'} header of {size} bytes at byte {stream.offset}, "
+            f"{where}: a {what} header of {size} bytes at byte {stream.offset}, "
             f"past the {META_HEADER_BYTES}-byte limit; a dataset's names are never that long, refusing to extract"
         )
     data = stream.read(-(-size // BLOCK) * BLOCK)[:size]
     if len(data) < size:
         raise BadArchiveError(f"{where}: cut short inside a header at byte {stream.offset}; the archive is truncated")
     if kind in b"LK":
-        return {"path" if kind == b"L" else "linkpath": data.split(b"\0", 1)[0].decode("utf-8", "replace")}
-    return _pax_records(data, where)
+        return {"path" if kind == b"L" else "linkpath": data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")}
+    records = _pax_records(data, where)
+    sparse = sorted(key for key in records if key.startswith(SPARSE_PREFIX))
+    if sparse:
+        raise UnsafeArchiveError(
+            f"{where}: the pax header at byte {start} describes a GNU sparse file "
+            f"({sparse[0]}); datasets hold none, and tarfile would read its map before any check: refusing to extract"
+        )
+    return records
+
+
+def _check_name(name: str, where: str) -> None:
+    """Refuse a member name no file system can hold: a NUL byte in it, or one part longer than NAME_MAX bytes."""
+    shown = repr(name[:80]) + ("..." if len(name) > 80 else "")
+    if "\0" in name:
+        raise UnsafeArchiveError(
+            f"{where}: member {shown} has a NUL byte in its name (from a pax path); no file can be named so, "
+            "refusing to extract"
+        )
+    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in name.split("/"))
+    if longest > NAME_MAX:
+        raise UnsafeArchiveError(
+            f"{where}: member {shown} has a name part of {longest} bytes, past the {NAME_MAX} a file system allows; "
+            "refusing to extract"
+        )
 
 
 def _end_of_archive(stream: _Stream, where: str) -> None:
@@ -234,6 +268,7 @@ def _scan_headers(stream: _Stream, limits: ExtractLimits, where: str) -> list[Sc
             (global_pax if kind == b"g" else pending).update(_meta(stream, kind, size, where))
             continue
         name = pending.get("path", global_pax.get("path", name))
+        _check_name(name, where)
         size_text = pending.get("size", str(size))
         if kind == b"S":
             raise UnsafeArchiveError(f"{where}: member {name!r} is a sparse file; datasets hold none, refusing")
@@ -263,7 +298,7 @@ def scan_tar(fileobj: IO[bytes], limits: ExtractLimits, *, where: str | os.PathL
     """Check a tar (plain, gzip, bzip2 or xz) from its raw headers, reading the whole stream; return its members.
 
     Raises BadArchiveError (not a tar, truncated, damaged, bad CRC) or UnsafeArchiveError (negative sizes, huge
-    meta headers, past `limits`), naming `where` (the archive's path) in the message.
+    meta headers, GNU sparse records, impossible names, past `limits`), naming `where` (the archive's path).
     """
     fileobj.seek(0)
     kind = kind_of_head(fileobj.read(BLOCK))

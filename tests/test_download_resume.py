@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from helpers import download as download_module
-from helpers.download import IncompleteDownloadError, StallRule, download
+from helpers.download import IncompleteDownloadError, ServerError, StallRule, download
 
 PAYLOAD = bytes(range(256)) * 1024  # 256 KiB
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
@@ -62,7 +62,7 @@ def test_a_416_to_a_fresh_request_is_the_servers_error_not_a_whole_part(tmp_path
         raise urllib.error.HTTPError(request.full_url, 416, "Range Not Satisfiable", {}, None)  # type: ignore[arg-type]
 
     monkeypatch.setattr(download_module.urllib.request, "urlopen", urlopen)
-    with pytest.raises(urllib.error.HTTPError) as info:
+    with pytest.raises(ServerError, match="127.0.0.1:9/f: the server answered 416") as info:  # the module's own error
         download("http://127.0.0.1:9/f", tmp_path / "f", sha256=DIGEST, progress=False)
     assert info.value.code == 416
     assert not (tmp_path / "f").exists()
