@@ -2,7 +2,7 @@
 a stand-in Python whose every command finishes at once, a rehearsal reports each CUDA step as skipped (never as
 passed), a failing notebook is recorded with its traceback while the others still run, a step the budget cannot fit
 is not run and says so, a stop from outside still leaves a summary, and without a host C compiler the torch.compile
-rows are left out with the reason. (The whole rehearsal on the
+rows are left out with the reason. `make test-gpu` installs with the GPU runner's pins. (The whole rehearsal on the
 real course takes minutes: `make gpu-rehearsal`, which CI runs.)"""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import versions
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tools" / "gpu_check.sh"
@@ -200,3 +201,36 @@ def test_without_a_host_c_compiler_no_torch_compile_row_is_promised(tmp_path, fa
         in (out / "logs" / "speedups.log").read_text()
     )
     assert "- **torch.compile**: no host C compiler" in (out / "summary.md").read_text()
+
+
+def test_make_test_gpu_installs_with_the_gpu_runners_pins_and_checks_them(tmp_path):
+    newest = sorted((REPO / "constraints").glob("gpu-runner-*.txt"))[-1].relative_to(REPO)
+    venv = tmp_path / "venv"
+    result = subprocess.run(
+        ["make", "-n", "-B", "test-gpu", f"VENV={venv}"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    lines = result.stdout.splitlines()
+    install = next(i for i, line in enumerate(lines) if "pip install" in line)
+    assert f"-c {newest} -e '.[course,jupyter,test]'" in lines[install]
+    assert lines[install + 1] == f"{venv}/bin/python tools/versions.py --check-pins {newest}"
+    assert any("COURSE_REQUIRE_CUDA=1" in line and "pytest tests notebooks" in line for line in lines[install:])
+
+
+def test_the_pin_check_names_what_differs(tmp_path, capsys):
+    from importlib import metadata
+
+    constraints = tmp_path / "stack.txt"
+    constraints.write_text(f"# python: 3.12\npytest=={metadata.version('pytest')}\nnot-installed-anywhere==1.0\n")
+    assert versions.pins_here(constraints) == ["not-installed-anywhere missing (pinned 1.0)"]
+    assert versions.main(["--check-pins", str(constraints)]) == 1
+    assert "not-installed-anywhere missing (pinned 1.0)" in capsys.readouterr().err
+    constraints.write_text(f"pytest=={metadata.version('pytest')}\n")
+    assert versions.main(["--check-pins", str(constraints)]) == 0
+
+
+def test_ci_rehearses_the_gpu_check_on_every_change():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "\nmake gpu-rehearsal" in ci and ci.index("\nmake test\n") < ci.index("\nmake gpu-rehearsal")
+    assert "run: make gpu-rehearsal" in (REPO / ".github" / "workflows" / "ci.yml").read_text()
+    result = subprocess.run(["make", "-n", "gpu-rehearsal"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert "tools/gpu_check.sh reports/gpu-rehearsal --rehearsal" in result.stdout.splitlines()[-1]
