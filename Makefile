@@ -4,6 +4,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BROWSER_STAMP := $(VENV)/.installed-browser
+# The GPU runner's stack: its newest constraints file pins what the runner has (torch, torchvision, numpy); the course
+# is installed with those pins kept (pip moves a venv made for another stack onto them) and then checked against them.
+GPU_CONSTRAINTS := $(lastword $(sort $(wildcard constraints/gpu-runner-*.txt)))
+GPU_STAMP := $(VENV)/.installed-gpu
 PROFILE ?= auto
 CELL_TIMEOUT ?= 600
 LIMIT ?=  # seconds each notebook may run under `make course` (empty: the profile's notebook_limit_s)
@@ -12,7 +16,7 @@ STACK ?=  # make test-versions STACK=colab (or gpu-runner, lower-bounds): one st
 # JupyterLab refuses to start as root unless told; containers often run as root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: course test test-gpu test-lab test-colab test-versions lab env sync-notebooks clean lint
+.PHONY: course test test-gpu gpu-rehearsal test-lab test-colab test-versions lab env sync-notebooks clean lint
 
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
 	$(BIN)/python -m helpers.course.report --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
@@ -41,9 +45,12 @@ lab: $(STAMP)  ## JupyterLab with this environment's kernel, at the repository r
 sync-notebooks: $(STAMP)  ## write the Colab badge and setup cell into every notebook from COURSE_REPOSITORY
 	$(BIN)/python tools/sync_notebooks.py
 
-test-gpu: $(STAMP)  ## on a GPU machine: the unit tests with the CUDA ones required (not skipped) + nbval over every notebook, smoke profile, CUDA visible
+test-gpu: $(GPU_STAMP)  ## on a GPU machine, with the GPU runner's pins (constraints/gpu-runner-*.txt): the unit tests with the CUDA ones required (not skipped) + nbval over every notebook, smoke profile, CUDA visible
 	COURSE_REQUIRE_CUDA=1 COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
+
+gpu-rehearsal: $(STAMP)  ## the GPU check (tools/gpu_check.sh) rehearsed on this machine's CPU: every step runs, CUDA ones count as skipped; summary in reports/gpu-rehearsal/
+	PYTHON=$(BIN)/python tools/gpu_check.sh reports/gpu-rehearsal --rehearsal
 
 env: $(STAMP)
 
@@ -51,6 +58,12 @@ env: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[course,jupyter,test]'
+	touch $@
+
+$(GPU_STAMP): pyproject.toml $(GPU_CONSTRAINTS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(GPU_CONSTRAINTS) -e '.[course,jupyter,test]'
+	$(BIN)/python tools/versions.py --check-pins $(GPU_CONSTRAINTS)
 	touch $@
 
 $(BROWSER_STAMP): $(STAMP)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from skimage import data as skdata
 
+from helpers.course.standins import skimage_photo
 from helpers.sr_data import bicubic_downscale
 
 REQUIRE_CUDA_ENV_VAR = "COURSE_REQUIRE_CUDA"  # 1: a missing GPU stops the run instead of skipping the CUDA tests
@@ -138,7 +138,7 @@ def tar_bytes(members: dict[str, bytes], mode: str = "w:gz") -> bytes:
 def photo_dir(tmp_path_factory):
     """Six smooth-but-detailed RGB PNGs of BSDS-like and odd sizes (odd sizes exercise the mod-crop)."""
     folder = tmp_path_factory.mktemp("photos")
-    astronaut = skdata.astronaut()
+    astronaut = skimage_photo("astronaut")  # skimage.data's pixels, read without SciPy (the GPU check has none)
     for i, (h, w) in enumerate([(321, 481), (481, 321), (250, 303), (300, 451), (257, 258), (321, 481)]):
         y, x = (i * 17) % (512 - h + 1), (i * 29) % (512 - w + 1)
         Image.fromarray(np.ascontiguousarray(astronaut[y : y + h, x : x + w])).save(folder / f"img{i}.png")

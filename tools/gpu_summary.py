@@ -1,12 +1,13 @@
 """The GPU check's report: one JSON and one markdown summary of what tools/gpu_check.sh ran, on which machine, at
-which commit, with every table; and publishing a summary under results/, which is the only way a GPU number may
-enter this repository (the README's GPU table is made from such a file).
+which commit, with every failure's traceback and every table; and publishing a summary under results/, which is the
+only way a GPU number may enter this repository (the README's GPU table is made from such a file).
 
-    python tools/gpu_summary.py write --work WORK --out OUT [--dry-run] [--wall SECONDS]
-        read what the check left in WORK (steps.tsv, JUnit XML, bench JSON, training history) and write
-        OUT/summary.json and OUT/summary.md; exit status 1 when a required step failed or did not finish
+    python tools/gpu_summary.py write --work WORK --out OUT [--rehearsal] [--wall SECONDS] [--final]
+        read what the check left in OUT (steps.tsv, junit/, logs/, bench and speed-up JSON) and WORK (the training
+        run's history) and write OUT/summary.json and OUT/summary.md; exit status 1 when a required step failed or
+        did not finish (without --final, written between steps: the verdict says the check is still incomplete)
     python tools/gpu_summary.py publish OUT [--results results/]
-        copy OUT/summary.{json,md} to results/<gpu>-<date>.{json,md}; refused for a dry run (no GPU numbers)
+        copy OUT/summary.{json,md} to results/<gpu>-<date>.{json,md}; refused for a rehearsal (no GPU numbers)
     python tools/gpu_summary.py readme-table results/<gpu>-<date>.json
         the markdown table for the README's Results section, taken from that file
 """
@@ -29,10 +30,12 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # nbval colours its messages (JUnit XML spells ESC "#x1B")
-STEP_FIELDS = ("name", "status", "exit_code", "seconds", "limit_seconds", "mode", "note")
+STEP_FIELDS = ("name", "status", "exit_code", "seconds", "limit_seconds", "mode", "note", "needs")
 # required: must pass; optional: a failure counts, running out of time does not; timebox: stopping at the limit
 # is the plan (the training run), and what finished before it is the result
 MODES = ("required", "optional", "timebox")
+# needs: "cuda" for a step that checks the GPU path (a rehearsal reports it as skipped, never as passed), else "cpu"
+TRACEBACK_LINES = 60  # the end of a failure's text kept in the summary (the full text is in OUT/junit and OUT/logs)
 
 
 # --- reading what the check left -----------------------------------------------------------------------------------
@@ -45,6 +48,8 @@ def read_steps(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         values = line.split("\t")
+        if len(values) == len(STEP_FIELDS) - 1:  # written before steps said what they need
+            values.append("cpu")
         if len(values) != len(STEP_FIELDS):
             raise ValueError(f"{path}: a step line has {len(values)} fields, expected {len(STEP_FIELDS)}: {line!r}")
         step = dict(zip(STEP_FIELDS, values))
@@ -55,11 +60,13 @@ def read_steps(path: Path) -> list[dict[str, Any]]:
 
 
 def read_junit(path: Path) -> dict[str, Any]:
-    """Counts, failures (test and first message line) and skip reasons of one pytest run's JUnit XML."""
+    """Counts, failures (test and first message line, and each one's traceback) and skip reasons of one pytest run's
+    JUnit XML."""
     root = ElementTree.parse(path).getroot()
     cases = root.iter("testcase")
     counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
     failures: list[str] = []
+    tracebacks: list[dict[str, str]] = []
     skips: dict[str, int] = {}
     by_file: dict[str, dict[str, Any]] = {}
     for case in cases:
@@ -75,6 +82,8 @@ def read_junit(path: Path) -> dict[str, Any]:
                     skips[reason] = skips.get(reason, 0) + 1
                 else:
                     failures.append(f"{name}: {message[0] if message else tag}"[:300])
+                    text = ANSI.sub("", "\n".join(t for t in (found.get("message"), found.text) if t)).strip()
+                    tracebacks.append({"where": name, "traceback": last_lines(text)})
                 break
         counts[outcome] += 1
         source = by_file.setdefault(
@@ -83,7 +92,22 @@ def read_junit(path: Path) -> dict[str, Any]:
         source["cells"] += 1
         source["failed"] += outcome in ("failed", "errors")
         source["seconds"] += float(case.get("time") or 0)
-    return {**counts, "failures": failures, "skip_reasons": skips, "by_file": by_file}
+    return {**counts, "failures": failures, "tracebacks": tracebacks, "skip_reasons": skips, "by_file": by_file}
+
+
+def last_lines(text: str, lines: int = TRACEBACK_LINES) -> str:
+    """The end of a traceback or a log (where the error is), with how many lines were left out before it."""
+    kept = text.rstrip().splitlines()
+    if len(kept) <= lines:
+        return "\n".join(kept)
+    return f"[{len(kept) - lines} earlier lines left out]\n" + "\n".join(kept[-lines:])
+
+
+def log_tail(path: Path) -> str:
+    """The end of a step's log, or a line saying it has none."""
+    if not path.is_file():
+        return f"(no log: {path.name} was not written)"
+    return last_lines(ANSI.sub("", path.read_text(errors="replace"))) or f"({path.name} is empty)"
 
 
 def notebook_rows(junit: dict[str, Any]) -> list[dict[str, Any]]:
@@ -184,56 +208,135 @@ def slug(text: str) -> str:
 # --- the summary -------------------------------------------------------------------------------------------------
 
 
-def collect(work: Path, *, dry_run: bool, wall_seconds: int | None, host: dict[str, Any]) -> dict[str, Any]:
+def settle(step: dict[str, Any], junit: dict[str, Any] | None, *, rehearsal: bool) -> dict[str, Any]:
+    """The step's status as the summary reports it: a test run in which no test passed did not pass (every CUDA test
+    skipped is a failure on a GPU), and in a rehearsal a CUDA step that ran without error is skipped, never passed."""
+    step = dict(step)
+    if junit is not None and step["status"] == "passed" and junit["passed"] == 0:
+        reasons = "; ".join(junit["skip_reasons"]) or "nothing collected"
+        step["status"] = "skipped" if rehearsal else "failed"
+        step["note"] += f"; no test passed ({junit['skipped']} skipped: {reasons})"[:400]
+    if rehearsal and step["needs"] == "cuda" and step["status"] in ("passed", "time-boxed"):
+        step["status"] = "skipped"
+        step["note"] += "; a rehearsal without CUDA: not checked on a GPU"
+    return step
+
+
+def notebook_table(steps: list[dict[str, Any]], runs: dict[str, dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
+    """One row per notebook in `folder`: the status of its own nbval step, nbval-NN (or "not run"), its cells and
+    seconds."""
+    by_number = {s["name"].removeprefix("nbval-"): s for s in steps if s["name"].startswith("nbval-")}
+    rows = []
+    for path in sorted(folder.glob("[0-9][0-9]_*.ipynb")):
+        step = by_number.get(path.name[:2])
+        cells = runs.get(path.name, {})
+        rows.append(
+            {
+                "notebook": path.name,
+                "status": step["status"] if step else "not run",
+                "step": step["name"] if step else None,
+                "cells": cells.get("cells"),
+                "failed_cells": cells.get("failed_cells"),
+                "seconds": step["seconds"] if step else None,
+            }
+        )
+    return rows
+
+
+def collect(
+    out: Path,
+    *,
+    work: Path,
+    rehearsal: bool,
+    wall_seconds: int | None,
+    host: dict[str, Any],
+    final: bool = True,
+    notebooks: Path = REPO / "notebooks",
+) -> dict[str, Any]:
     """Everything the check ran, as one JSON-ready dict."""
-    steps = read_steps(work / "steps.tsv")
-    tests, notebooks = {}, []
-    for step in steps:
-        junit = work / f"junit-{step['name']}.xml"
-        if not junit.is_file():
-            continue
-        results = read_junit(junit)
-        if step["name"].startswith("nbval"):
-            notebooks += notebook_rows(results)
-        results.pop("by_file")
-        tests[step["name"]] = results
+    steps, tests, cells, failures = [], {}, {}, []
+    for step in read_steps(out / "steps.tsv"):
+        path = out / "junit" / f"{step['name']}.xml"
+        results = read_junit(path) if path.is_file() else None
+        step = settle(step, results, rehearsal=rehearsal)
+        steps.append(step)
+        if results is not None:
+            if step["name"].startswith("nbval"):
+                cells.update({row["notebook"]: row for row in notebook_rows(results)})
+            results.pop("by_file")
+            tests[step["name"]] = {k: v for k, v in results.items() if k != "tracebacks"}
+        if step["status"] in ("failed", "timed-out"):
+            log = {"where": "the end of its log", "traceback": log_tail(out / "logs" / f"{step['name']}.log")}
+            failures += [{"step": step["name"], **found} for found in (results or {}).get("tracebacks") or [log]]
     benches = {}
     for name in ("sr", "cifar"):
-        path = work / f"bench-{name}.json"
+        path = out / f"bench-{name}.json"
         if path.is_file():
             benches[name] = json.loads(path.read_text())
-    training = read_training(work / "runs" / "cifar", work / "logs" / "train-cifar.log")
+    speedups = json.loads((out / "speedups.json").read_text()) if (out / "speedups.json").is_file() else None
+    training = read_training(work / "runs" / "cifar", out / "logs" / "train-cifar.log")
+    notebook_list = notebook_table(steps, cells, notebooks)
     date = datetime.now(timezone.utc)
+    compiler = next((s for s in steps if s["name"] == "compiler"), None)
     summary = {
         "what": "feeding-the-gpu GPU check (tools/gpu_check.sh)",
-        "dry_run": dry_run,
+        "dry_run": rehearsal,  # the name results/ checks (tests/tools/test_results.py)
+        "rehearsal": rehearsal,
+        "final": final,
         "date": date.isoformat(timespec="seconds"),
         **commit(),
         "machine": host,
         "wall_seconds": wall_seconds,
         "data": "offline stand-ins (scikit-image photographs in the BSDS300 and CIFAR-10 formats): no result here "
         "is a BSD100 or CIFAR-10 result",
+        "compiler": compiler["note"] if compiler else None,
         "steps": steps,
         "tests": tests,
-        "notebooks": notebooks,
+        "notebooks": notebook_list,
+        "failures": failures,
         "benches": benches,
+        "speedups": speedups,
         "training": training,
-        "verdict": verdict(steps),
+        "verdict": verdict(steps, notebook_list, rehearsal=rehearsal, final=final),
         # provenance beside the commit: the benchmarks' profile, the device, and the load meter of each benchmark
         "profile": ", ".join(sorted({str(b.get("profile")) for b in benches.values()})) or None,
         "device": host.get("gpu") or "cpu",
         "load": {name: b.get("load") for name, b in benches.items()},
-        "publish_as": None if dry_run or not host.get("gpu") else f"{slug(host['gpu'])}-{date:%Y-%m-%d}",
+        "publish_as": None if rehearsal or not host.get("gpu") else f"{slug(host['gpu'])}-{date:%Y-%m-%d}",
     }
     return summary
 
 
-def verdict(steps: list[dict[str, Any]]) -> str:
-    """'passed' when every required step passed, no step failed and no optional step timed out into a failure."""
+def verdict(
+    steps: list[dict[str, Any]], notebooks: list[dict[str, Any]], *, rehearsal: bool = False, final: bool = True
+) -> str:
+    """'passed' when every required step passed, no step failed, no required step ran out of time or was left out,
+    and every notebook ran; a rehearsal passes with its CUDA steps skipped, and fails if one says it passed."""
     bad = [
-        s["name"] for s in steps if s["status"] == "failed" or (s["status"] == "timed-out" and s["mode"] == "required")
+        s["name"]
+        for s in steps
+        if s["status"] == "failed" or (s["status"] in ("timed-out", "not-run") and s["mode"] == "required")
     ]
-    return "passed" if not bad else f"failed: {', '.join(bad)}"
+    if final:
+        bad += [f"{n['notebook']} (not run)" for n in notebooks if n["status"] == "not run"]
+    if rehearsal:
+        bad += [
+            f"{s['name']} (passed in a rehearsal)" for s in steps if s["needs"] == "cuda" and s["status"] == "passed"
+        ]
+    if not final:
+        last = steps[-1]["name"] if steps else "nothing"
+        return f"incomplete: the check stopped after {last}" + (f"; failed: {', '.join(bad)}" if bad else "")
+    if bad:
+        return f"failed: {', '.join(bad)}"
+    if rehearsal:
+        skipped = sum(s["needs"] == "cuda" and s["status"] == "skipped" for s in steps)
+        return f"rehearsal passed: every step ran, its {skipped} CUDA steps skipped (no GPU here)"
+    return "passed"
+
+
+def passed(summary: dict[str, Any]) -> bool:
+    """Whether the summary's verdict is a pass (a GPU run's, or a rehearsal's)."""
+    return summary["verdict"] == "passed" or summary["verdict"].startswith("rehearsal passed")
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
@@ -296,11 +399,32 @@ def bench_table(payload: dict[str, Any]) -> str:
     return _table(header, rows)
 
 
+def speedups_table(payload: dict[str, Any]) -> str:
+    """The speed-up rows (tools/gpu_speedups.py) as a markdown table; a row left out says why."""
+    rows = []
+    for row in payload["rows"]:
+        if "skipped" in row:
+            rows.append([row["name"], f"not measured: {row['skipped']}", "", "", ""])
+            continue
+        low, high = row["step_ms_range"]
+        pays = "the baseline" if row is payload["rows"][0] else row.get("pays_off_after") or "not faster here"
+        rows.append(
+            [
+                row["name"],
+                f"{_number(row['step_ms'], 2)} ({_number(low, 2)}–{_number(high, 2)})",
+                _number(row["startup_s"], 1),
+                pays,
+                "; ".join(row.get("notes") or []) or "nothing",
+            ]
+        )
+    return _table(["speed-up", "step ms, median (range)", "start-up s", "pays off after (steps)", "applied"], rows)
+
+
 def markdown(summary: dict[str, Any]) -> str:
     """The summary as a markdown page: what ran where, then every table."""
     host = summary["machine"]
     gpu = f"{host['gpu']} ({host['gpu_memory_gib']} GiB, capability {host['cuda_capability']}, driver {host['driver']})"
-    title = "GPU check, dry run without CUDA" if summary["dry_run"] else f"GPU check on {host['gpu']}"
+    title = "GPU check, rehearsal without CUDA" if summary["dry_run"] else f"GPU check on {host['gpu']}"
     dirty = {True: " (with uncommitted changes)", False: "", None: ""}[summary["dirty"]]
     lines = [
         f"# {title}, {summary['date'][:10]}",
@@ -313,20 +437,23 @@ def markdown(summary: dict[str, Any]) -> str:
         f"- **Data**: {summary['data']}",
         f"- **Wall time**: {_number(summary['wall_seconds'])} s; **verdict**: {summary['verdict']}",
         f"- **Profile**: {summary.get('profile')}; **device**: {summary.get('device')}; **load**: {load_line(summary)}",
+        f"- **torch.compile**: {summary.get('compiler') or 'not checked'}",
     ]
     if summary["dry_run"]:
         lines.append(
-            "- **Dry run**: CUDA was absent, so the CUDA tests were skipped and the benchmarks and the "
-            "training ran in the smoke profile: **no number below is a GPU measurement**."
+            "- **Rehearsal**: CUDA was hidden, so every CUDA step ran on the CPU in the smoke profile and is "
+            "reported as skipped: **no number below is a GPU measurement**."
         )
+    if not summary.get("final", True):
+        lines.append("- **Incomplete**: written between steps; the check did not reach its end.")
     lines += [
         "",
         "## Steps",
         "",
         _table(
-            ["step", "status", "seconds", "limit s", "mode", "what"],
+            ["step", "status", "seconds", "limit s", "mode", "checks", "what"],
             [
-                [s["name"], s["status"], s["seconds"], s["limit_seconds"], s["mode"], s["note"]]
+                [s["name"], s["status"], s["seconds"], s["limit_seconds"], s["mode"], s["needs"], s["note"]]
                 for s in summary["steps"]
             ],
         ),
@@ -339,13 +466,20 @@ def markdown(summary: dict[str, Any]) -> str:
             lines += [f"- {name}: {count} skipped: {reason}" for reason, count in t["skip_reasons"].items()]
         lines.append("")
     if summary["notebooks"]:
-        rows = [[n["notebook"], n["cells"], n["failed_cells"], n["seconds"]] for n in summary["notebooks"]]
+        rows = [
+            [n["notebook"], n["status"], _number(n["cells"]), _number(n["failed_cells"]), _number(n["seconds"])]
+            for n in summary["notebooks"]
+        ]
         lines += [
             "",
-            "## Notebooks (nbval, smoke profile)",
+            "## Notebooks (nbval, smoke profile, each in its own process)",
             "",
-            _table(["notebook", "cells", "failed", "seconds"], rows),
+            _table(["notebook", "status", "cells", "failed cells", "seconds"], rows),
         ]
+    if summary.get("failures"):
+        lines += ["", "## Failures, with their tracebacks", ""]
+        for failure in summary["failures"]:
+            lines += [f"### {failure['step']}: {failure['where']}", "", "```", failure["traceback"], "```", ""]
     for name, payload in summary["benches"].items():
         label = payload.get("label", name)
         smoke = " (smoke run: not a measurement)" if payload.get("profile") == "smoke" else ""
@@ -358,6 +492,15 @@ def markdown(summary: dict[str, Any]) -> str:
             f"Data: {payload.get('data', '?')}",
             "",
             bench_table(payload),
+        ]
+    if summary.get("speedups"):
+        lines += [
+            "",
+            "## Step-side speed-ups",
+            "",
+            summary["speedups"]["label"],
+            "",
+            speedups_table(summary["speedups"]),
         ]
     training = summary["training"]
     lines += ["", "## CIFAR-10 training run (ResNet18), time-boxed", ""]
@@ -375,10 +518,14 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(work: Path, out: Path, *, dry_run: bool, wall_seconds: int | None) -> dict[str, Any]:
-    """Write OUT/summary.json and OUT/summary.md from WORK; return the summary."""
-    summary = collect(work, dry_run=dry_run, wall_seconds=wall_seconds, host=machine())
+def write(work: Path, out: Path, *, rehearsal: bool, wall_seconds: int | None, final: bool = True) -> dict[str, Any]:
+    """Write OUT/summary.json and OUT/summary.md from OUT and WORK; return the summary. The machine is read once
+    (OUT/machine.json): the summary is rewritten after every step."""
+    cached = out / "machine.json"
+    host = json.loads(cached.read_text()) if cached.is_file() else machine()
     out.mkdir(parents=True, exist_ok=True)
+    cached.write_text(json.dumps(host, indent=2) + "\n")
+    summary = collect(out, work=work, rehearsal=rehearsal, wall_seconds=wall_seconds, host=host, final=final)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "summary.md").write_text(markdown(summary))
     return summary
@@ -388,7 +535,9 @@ def publish(out: Path, results: Path) -> list[Path]:
     """Copy a GPU check's summary into results/ under its GPU-and-date name; refuse a dry run's."""
     summary = json.loads((out / "summary.json").read_text())
     if summary["dry_run"] or not summary.get("publish_as"):
-        raise ValueError(f"{out / 'summary.json'} is from a dry run without a GPU: it holds no GPU number to publish")
+        raise ValueError(f"{out / 'summary.json'} is from a rehearsal without a GPU: it holds no GPU number to publish")
+    if not summary.get("final", True):
+        raise ValueError(f"{out / 'summary.json'} is incomplete (the check stopped before its end): rerun the check")
     results.mkdir(parents=True, exist_ok=True)
     copied = []
     for suffix in (".json", ".md"):
@@ -438,8 +587,9 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("write", help="write OUT/summary.json and OUT/summary.md")
     w.add_argument("--work", type=Path, required=True)
     w.add_argument("--out", type=Path, required=True)
-    w.add_argument("--dry-run", action="store_true")
+    w.add_argument("--rehearsal", "--dry-run", action="store_true", dest="rehearsal")
     w.add_argument("--wall", type=int, default=None, help="the check's wall time, seconds")
+    w.add_argument("--final", action="store_true", help="the check has finished (else: written between steps)")
     p = sub.add_parser("publish", help="copy OUT/summary.* to results/<gpu>-<date>.*")
     p.add_argument("out", type=Path)
     p.add_argument("--results", type=Path, default=REPO / "results")
@@ -447,11 +597,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("summary", type=Path)
     args = parser.parse_args(argv)
     if args.command == "write":
-        summary = write(args.work, args.out, dry_run=args.dry_run, wall_seconds=args.wall)
-        print(f"gpu_summary: {args.out / 'summary.md'}: {summary['verdict']}")
-        if summary["publish_as"]:
-            print(f"gpu_summary: to publish: python tools/gpu_summary.py publish {args.out}")
-        return 0 if summary["verdict"] == "passed" else 1
+        summary = write(args.work, args.out, rehearsal=args.rehearsal, wall_seconds=args.wall, final=args.final)
+        if args.final:
+            print(f"gpu_summary: {args.out / 'summary.md'}: {summary['verdict']}")
+            if summary["publish_as"]:
+                print(f"gpu_summary: to publish: python tools/gpu_summary.py publish {args.out}")
+        return 0 if passed(summary) or not args.final else 1
     if args.command == "publish":
         for path in publish(args.out, args.results):
             print(f"gpu_summary: wrote {path}")

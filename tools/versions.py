@@ -7,6 +7,7 @@ offline, with tools/nb_warnings.py failing any notebook cell whose output shows 
 stack: `versions STACK (Python, torch, ...): pytest's summary; install and test minutes`.
 
     python tools/versions.py [--stack NAME ...] [--venvs DIR] [--reuse] [-- extra pytest arguments]
+    python tools/versions.py --check-pins CONSTRAINTS   this Python's packages against a stack's pins (make test-gpu)
 
 The Python for each stack is found as $PYTHON_3_13 (for 3.13; likewise for the others), `python3.13` on PATH, or
 pyenv's newest 3.13.x. A stack whose Python is missing fails with a line that says which to install.
@@ -115,6 +116,21 @@ def pin_problems(venv: Path, constraints: Path) -> list[str]:
     return [f"{n} {have.get(n)} (pinned {v})" for n, v in wanted.items() if have.get(n, "").split("+")[0] != v]
 
 
+def pins_here(constraints: Path) -> list[str]:
+    """Pinned distributions whose version in this interpreter's environment differs from the pin (or is missing)."""
+    from importlib import metadata
+
+    found = []
+    for name, version in pins(constraints).items():
+        try:
+            have = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            have = "missing"
+        if have.split("+")[0] != version:
+            found.append(f"{name} {have} (pinned {version})")
+    return found
+
+
 def run_tests(venv: Path, log: Path, extra: list[str]) -> tuple[int, str]:
     """make test's command in the venv, with the notebook-warning plugin; (exit status, pytest's summary)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "COURSE_"))}
@@ -179,8 +195,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", action="append", choices=sorted(STACKS), help="a stack to test (default: all)")
     parser.add_argument("--venvs", type=Path, default=REPO / ".venvs", help="where the venvs and logs go")
     parser.add_argument("--reuse", action="store_true", help="keep a stack's venv when it exists (a rerun)")
+    parser.add_argument("--check-pins", type=Path, help="check this Python's packages against a constraints file")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
+    if args.check_pins is not None:
+        moved = pins_here(args.check_pins)
+        for line in moved:
+            print(f"versions: {line}: this environment does not have {args.check_pins.name}'s pin", file=sys.stderr)
+        if not moved:
+            print(f"versions: every pin of {args.check_pins.name} holds here ({sys.executable})")
+        return 1 if moved else 0
     results = []
     for name in args.stack or list(STACKS):
         print(f"versions {name}: building {args.venvs / name} from constraints/{STACKS[name]} ...", flush=True)

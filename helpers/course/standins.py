@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -9,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
-from skimage import data as skdata
 
 from ..atomic import build_once
 from ..cifar import (
@@ -56,14 +56,27 @@ CIFAR_STANDIN_CLASSES = (
 BSDS_SIZE = (481, 321)  # width, height of a landscape BSDS300 image (portrait images are 321x481)
 
 
+# The file in scikit-image's wheel (skimage/data/) of each photograph the stand-ins use, by skimage.data's name.
+# They are read with PIL: skimage.data's own loaders go through skimage.io, which imports SciPy (35 MiB), and the GPU
+# check's wheelhouse must fit a 64 MiB carry (tests/course/test_standins.py checks the pixels match skimage.data's).
+PHOTO_FILES = {
+    **{name: f"{name}.png" for name in ("astronaut", "camera", "brick", "gravel", "grass", "moon", "cell")},
+    **{name: f"{name}.png" for name in ("chelsea", "coffee", "motorcycle_left", "motorcycle_right")},
+    **{name: f"{name}.jpg" for name in ("hubble_deep_field", "retina", "rocket")},
+    "immunohistochemistry": "ihc.png",
+}
+
+
 def skimage_photo(name: str) -> np.ndarray:
     """Return a photograph from scikit-image's wheel as an (H, W, 3) uint8 array (greyscale photos repeated to RGB)."""
-    if name in ("motorcycle_left", "motorcycle_right"):
-        left, right, _ = skdata.stereo_motorcycle()
-        image = left if name == "motorcycle_left" else right
-    else:
-        image = getattr(skdata, name)()
-    image = np.asarray(image)
+    if name not in PHOTO_FILES:
+        raise ValueError(f"no stand-in photograph {name!r}: choose one of {', '.join(sorted(PHOTO_FILES))}")
+    spec = importlib.util.find_spec("skimage")  # its folder, without importing skimage (and SciPy with it)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("the stand-in photographs come from scikit-image's wheel: pip install scikit-image")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / PHOTO_FILES[name]
+    with Image.open(path) as photo:
+        image = np.asarray(photo.convert("RGB") if photo.mode not in ("L", "RGB") else photo)
     if image.ndim == 2:
         image = np.stack([image] * 3, axis=-1)
     return np.ascontiguousarray(image[..., :3].astype(np.uint8))

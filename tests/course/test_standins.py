@@ -4,11 +4,13 @@ in a training image (tests/course/test_data.py has processes writing the same st
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from helpers.cifar import RECORD_BYTES, cifar10_class_names, load_cifar10
 from helpers.course.data import bsds300_split, check_bsds300_layout, prepare_bsds300, prepare_cifar10
 from helpers.course.standins import (
+    PHOTO_FILES,
     STANDIN_MARKER,
     skimage_photo,
     sr_standin_tiles,
@@ -86,3 +88,21 @@ def test_an_older_standin_is_rewritten(tmp_path):
     (old / STANDIN_MARKER).write_text("stand-in version 1\n")
     source = prepare_bsds300(tmp_path, offline=True)
     assert check_bsds300_layout(source.root)["test"] >= 10
+
+
+def test_the_photographs_are_skimage_datas_pixels_read_without_scipy():
+    """skimage_photo reads the wheel's files with PIL (skimage.data's loaders import SciPy, which the GPU check's
+    wheelhouse leaves out): the same pixels as skimage.data, greyscale repeated to RGB."""
+    skdata = pytest.importorskip("skimage.data")
+    for name in sorted(PHOTO_FILES):
+        if name.startswith("motorcycle"):
+            left, right, _ = skdata.stereo_motorcycle()
+            expected = np.asarray(left if name == "motorcycle_left" else right)
+        else:
+            expected = np.asarray(getattr(skdata, name)())
+        if expected.ndim == 2:
+            expected = np.stack([expected] * 3, axis=-1)
+        photo = skimage_photo(name)
+        assert photo.dtype == np.uint8 and np.array_equal(photo, expected[..., :3]), name
+    with pytest.raises(ValueError, match="no stand-in photograph 'lena'"):
+        skimage_photo("lena")

