@@ -411,13 +411,15 @@ def main(argv: list[str] | None = None) -> int:
     say(f"run length: {recipe.plan}")
     say(recipe.data)
     say(format_environment_report(environment_report(device)) + f" | {context.world_size} process(es)")
+    failed = True  # until the run returns: a rank that raised or was interrupted leaves without a barrier
     try:
         history = run_recipe(recipe, checkpoint_dir=folder, resume=args.resume, context=context)
+        failed = False
     except KeyboardInterrupt:
         say(f"\ninterrupted: checkpoint in {folder / 'last.pt'}; continue with --resume")
         return 130
     finally:
-        cleanup_distributed()
+        cleanup_distributed(failed=failed)
     say(profile.label(f"after {run_summary(history, recipe)}: {result_sentence(history[-1], task=args.task)}"))
     if profile.is_smoke:
         say(
