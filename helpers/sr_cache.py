@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .atomic import build_once, reserve_file
-from .images import ImageTooSmallError, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
+from .images import ImageTooSmallError, host_to_device, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
 from .prefetch import BackgroundPrefetcher
 from .safe_open import check_regular, read_regular_bytes
 from .sr_data import (
@@ -362,11 +362,8 @@ class DeviceSRCropLoader:
         self.count = len(cache)
         ramp = torch.arange(hr_crop, device=self.device)
         # offsets inside one crop of an image of width W: (row * W + col) * 4 + channel
-        self._rows, self._cols, self._channels = (
-            ramp[:, None, None],
-            ramp[None, :, None],
-            torch.arange(3, device=self.device),
-        )
+        self._rows, self._cols = ramp[:, None, None], ramp[None, :, None]
+        self._channels = torch.arange(3, device=self.device)
 
     def __len__(self) -> int:
         return self.batches_per_epoch
@@ -377,9 +374,10 @@ class DeviceSRCropLoader:
 
     def _batch(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         s, crop = self.scale, self.hr_crop
-        images = torch.randint(0, self.count, (size,), generator=self.generator).to(self.device)
+        # the draws are made on the host (one seeded generator on every device) and sent without a host wait
+        images = host_to_device(torch.randint(0, self.count, (size,), generator=self.generator), self.device)
         heights, widths = self.shapes[images, 0], self.shapes[images, 1]
-        draws = torch.rand(2, size, generator=self.generator).to(self.device)
+        draws = host_to_device(torch.rand(2, size, generator=self.generator), self.device)
         ys = (draws[0] * ((heights - crop) // s + 1)).long() * s  # multiples of the scale: LR/HR stay aligned
         xs = (draws[1] * ((widths - crop) // s + 1)).long() * s
         w = widths[:, None, None, None]

@@ -23,7 +23,7 @@ from torchvision.datasets import ImageFolder
 
 from ..atomic import build_once
 from ..augment import ToUnitFloat
-from ..device_crop import IMAGENET_MEAN, IMAGENET_STD, ToChannelsLast, decode_jpegs, device_train_augment
+from ..device_crop import IMAGENET_MEAN, IMAGENET_STD, Normalize, ToChannelsLast, decode_jpegs, device_train_augment
 from ..jpeg_crop import ReducedCropDataset, decode_crop, jpeg_reduction, random_resized_crop_box
 from ..loading import loader_generator, make_loader, seed_worker
 from ..measure import to_device
@@ -113,7 +113,7 @@ def finish_on_device(jitter: float = 0.2) -> nn.Sequential:
     return nn.Sequential(
         ToUnitFloat(),
         K.ColorJitter(jitter, jitter, jitter, 0.0, p=1.0),
-        K.Normalize(torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)),
+        Normalize(IMAGENET_MEAN, IMAGENET_STD),  # its buffers move with .to(device); kornia's statistics do not
         ToChannelsLast(),
     )
 
