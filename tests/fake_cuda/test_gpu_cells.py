@@ -1,0 +1,73 @@
+"""Notebook cells that run only on CUDA, run here as a GPU machine would run them: lesson 02's GPU utilisation cell,
+executed from the notebook itself with DEVICE on `cuda`, says "not measured: NVML missing" where nvidia-ml-py is
+not installed (it raised before), and samples the GPU CUDA uses, found in NVML by its UUID, where it is."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import nbformat
+import torch
+
+from helpers.timeline import GpuUtilisation, gpu_utilisation_unavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cell(notebook: str, marker: str) -> str:
+    cells = nbformat.read(ROOT / "notebooks" / notebook, as_version=4).cells
+    (source,) = [c.source for c in cells if c.cell_type == "code" and marker in c.source]
+    return source
+
+
+def _run_utilisation_cell(printed: list[str]) -> dict:
+    namespace = {
+        "DEVICE": torch.device("cuda"),
+        "feeds": {"lazy crop, num_workers=0": [1, 2], "decoded cache": [3]},
+        "step": lambda batch: None,
+        "timeline_steps": 2,
+        "step_timeline": lambda loader, step, *, steps, device: [step(b) for b in loader],
+        "summaries": {"lazy crop, num_workers=0": {"wait_fraction": 0.5}, "decoded cache": {"wait_fraction": 0.1}},
+        "LESSON": types.SimpleNamespace(tag=lambda text, source=None: text),
+        "source": None,
+        "GpuUtilisation": GpuUtilisation,
+        "gpu_utilisation_unavailable": gpu_utilisation_unavailable,
+        "print": printed.append,
+    }
+    exec(compile(_cell("02_lazy_crop_dataset.ipynb", "GpuUtilisation("), "02 cell", "exec"), namespace)
+    return namespace
+
+
+def test_the_utilisation_cell_says_nvml_is_missing_instead_of_raising(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # nvidia-ml-py not installed
+    printed: list[str] = []
+    _run_utilisation_cell(printed)
+    assert printed == ["GPU utilisation not measured: NVML missing (its Python bindings: pip install nvidia-ml-py)"]
+
+
+def test_the_utilisation_cell_samples_the_gpu_cuda_uses(monkeypatch):
+    class NVMLError(Exception):
+        pass
+
+    handles = {"GPU-0f0e0d0c-aaaa-bbbb-cccc-000000000001": "the GPU CUDA calls 0"}
+    fake = types.SimpleNamespace(
+        NVMLError=NVMLError,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByUUID=lambda uuid: handles[uuid],
+        nvmlDeviceGetHandleByPciBusId=lambda bus: "another GPU",
+        nvmlDeviceGetHandleByIndex=lambda index: "NVML's GPU 0, which CUDA may not call 0",
+        nvmlDeviceGetUtilizationRates=lambda handle: types.SimpleNamespace(gpu=80 if handle in handles.values() else 0),
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    properties = types.SimpleNamespace(uuid="0f0e0d0c-aaaa-bbbb-cccc-000000000001", pci_domain_id=0, pci_bus_id=1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: properties)
+    printed: list[str] = []
+    namespace = _run_utilisation_cell(printed)
+    assert namespace["utilisation"] == {"lazy crop, num_workers=0": 80, "decoded cache": 80}
+    assert (
+        printed[0]
+        == "'lazy crop, num_workers=0': GPU utilisation 80% (NVML mean) while waiting 50% of the time for data"
+    )
