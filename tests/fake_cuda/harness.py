@@ -28,6 +28,8 @@ What cannot be faked here, and how the harness stands in (each named in the test
   (autocast("cuda") then runs fp32; GradScaler("cuda") is disabled), so fp16/bf16 paths run as fp32 here.
 - a module whose parameters are already fake cannot be converted again (`.to(memory_format=...)`, `.half()`):
   torch swaps FakeTensor parameters, and FakeTensorMode's weak references to them make the swap fail.
+- fused optimizers (`fused=True`) initialise CUDA when they step ("Found no NVIDIA driver"): foreach and
+  single-tensor optimizers run.
 - a CPU `torch.Generator` passed to a CUDA random op raises on a GPU but not under FakeTensorMode: not caught here.
 - DDP and NCCL need processes and a driver: tests/cuda and tests/test_distributed*.py cover them.
 """

@@ -111,3 +111,25 @@ def test_the_prefetcher_waits_for_the_current_stream_before_converting_a_batch_a
         assert got.device.type == "cuda" and got.dtype == torch.float32
         torch.testing.assert_close(real(got), want.float() / 255)
         torch.testing.assert_close(real(again), want.float() / 255)
+
+
+def test_the_speed_up_table_leaves_cudnn_benchmark_untimed_on_cuda_and_the_flag_as_it_was(fake_cuda, monkeypatch):
+    """In one process the plain row fills cuDNN's per-shape algorithm cache, which benchmark=True only searches on
+    a miss, and the flag is global: a cudnn.benchmark row timed there would time the plain row's algorithms."""
+    from helpers.speedups import CUDNN_BENCHMARK_UNMEASURED, measure_speedups, speedup_variants
+
+    images, labels = torch.rand(4, 3, 16, 16), torch.tensor([0, 1, 2, 3])
+    listed = speedup_variants("cuda")
+    assert "cudnn.benchmark" in listed  # listed on CUDA, so the table says why it has no number
+    # the other rows cannot run on fake CUDA (fused kernels ask the driver; channels_last converts fake parameters)
+    variants = {name: listed[name] for name in ("plain step (foreach off)", "cudnn.benchmark")}
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)  # the user's setting; the plain row sets False
+    with fake_cuda():
+        rows = measure_speedups(
+            _convnet, (images.to("cuda"), labels.to("cuda")), nn.CrossEntropyLoss(), device="cuda",
+            variants=variants, rounds=1, per_round=1, startup_calls=1,
+        )  # fmt: skip
+    by_name = {row["name"]: row for row in rows}
+    assert by_name["cudnn.benchmark"] == {"name": "cudnn.benchmark", "skipped": CUDNN_BENCHMARK_UNMEASURED}
+    assert all("step_ms" in row for name, row in by_name.items() if name != "cudnn.benchmark")
+    assert torch.backends.cudnn.benchmark is True
