@@ -140,7 +140,7 @@ def _sweep_turn(
             dataset, batch_size, seed=seed, samples_per_epoch=batch_size * (timed + in_flight + 4), **knobs
         )
         if step is None:
-            return {"samples_per_s": time_batches(loader, timed, warmup=1 + in_flight)["samples_per_s"]}
+            return {"samples_per_s": time_batches(loader, timed, warmup=1)["samples_per_s"]}  # + what is in flight
         probe = PipelineProbe(loader, step, device, premade=1, warmup=1)
         for _ in range(in_flight):
             next(probe.source)

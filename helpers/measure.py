@@ -80,14 +80,25 @@ class _Restarting:
             return batch
 
 
+def batches_ahead(loader: Any) -> int:
+    """How many batches `loader` can hold ready before they are asked for: a DataLoader's workers x prefetch_factor,
+    or what a loader says itself in a `batches_ahead` attribute (a background thread's queue and the batch in its
+    hand: sr_cache.CachedCropLoader, prefetch.BackgroundPrefetcher); 0 for a loader that makes batches on demand."""
+    own = getattr(loader, "batches_ahead", None)
+    if own is not None:
+        return int(own)
+    return int(getattr(loader, "num_workers", 0) or 0) * int(getattr(loader, "prefetch_factor", 0) or 0)
+
+
 def time_batches(
     loader: Iterable, batches: int, *, warmup: int = 1, device: torch.device | None = None
 ) -> dict[str, Any]:
-    """Iterate `warmup` then `batches` batches (restarting the loader as needed); return samples/s, seconds and the
-    load meter's reading. The clock stops after synchronising `device` (default: the device the batches are on)."""
+    """Draw `warmup` batches and what the loader holds ready ahead (`batches_ahead`: timed, they would look instant),
+    then time `batches` (restarting the loader as needed); return samples/s, seconds and the load meter's reading.
+    The clock stops after synchronising `device` (default: the device the batches are on)."""
     source = _Restarting(loader)
     batch = None
-    for _ in range(warmup):
+    for _ in range(warmup + batches_ahead(loader)):
         batch = next(source)
     if batch is not None:
         synchronize(device or device_of(batch))
@@ -260,9 +271,10 @@ class PipelineProbe:
         return [n / t for t, n in {"alone": self.alone, "fed": self.fed, "premade": self.premade}[kind]]
 
     def drain(self, batches: int | None = None) -> None:
-        """Draw batches untimed: by default what the loader's workers hold ready (workers x prefetch), at least one,
-        so a turn neither counts batches made while others ran nor the workers' start-up after `pause()`."""
-        ready = self.workers * int(getattr(self.source.loader, "prefetch_factor", 0) or 0)
+        """Draw batches untimed: by default what the loader holds ready (`batches_ahead`: its workers' or its
+        thread's), at least one, so a turn neither counts batches made while others ran nor the workers' start-up
+        after `pause()`."""
+        ready = batches_ahead(self.source.loader)
         for _ in range(max(1, ready) if batches is None else batches):
             next(self.source)
 

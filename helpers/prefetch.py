@@ -140,6 +140,11 @@ class BackgroundPrefetcher:
     def __len__(self) -> int:
         return len(self.iterable)  # type: ignore[arg-type]
 
+    @property
+    def batches_ahead(self) -> int:
+        """Items ready before they are asked for: `depth` in the queue and one in the thread's hand."""
+        return self.depth + 1
+
     def __iter__(self) -> Iterator[Any]:
         items: queue.Queue = queue.Queue(maxsize=self.depth)
         stop = threading.Event()
