@@ -40,6 +40,7 @@ import contextlib
 import os
 import traceback
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +100,7 @@ class DeviceTraffic(TorchDispatchMode):
 
     waits: list[Wait] = field(default_factory=list)
     streams: list[tuple] = field(default_factory=list)  # the recording stand-ins' calls (wait_stream, record_stream)
+    device_ops: Counter = field(default_factory=Counter)  # how often each op ran with a CUDA tensor or device in it
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -138,6 +140,7 @@ class DeviceTraffic(TorchDispatchMode):
         if not cuda and not any(isinstance(leaf, FakeTensor) for leaf in leaves):
             return self._on_host(func, args, kwargs)
         self._note_copies(func, args, kwargs)
+        self.device_ops[func.__name__] += cuda
         if func in READS:
             self.wait("host read", f"{func.__name__} of a {args[0].dtype} device value")
             return self._shadow_call(func, args, kwargs)

@@ -71,3 +71,17 @@ def test_the_utilisation_cell_samples_the_gpu_cuda_uses(monkeypatch):
         printed[0]
         == "'lazy crop, num_workers=0': GPU utilisation 80% (NVML mean) while waiting 50% of the time for data"
     )
+
+
+def test_lesson_04s_copy_and_prefetch_rows_warm_every_way_up_before_timing_it(fake_cuda):
+    """Without a warm-up the first round's first row also paid CUDA's start-up and the allocator's first blocks."""
+    from helpers.course.overlap import copy_rows, prefetch_rows
+
+    with fake_cuda() as traffic:
+        rows = copy_rows(torch.device("cuda"), batch=2, side=8, copies=3, rounds=2)
+        copies = traffic.device_ops["_to_copy.default"]
+        steps = prefetch_rows(torch.device("cuda"), batch=2, side=8, steps=4, rounds=2)
+        convolutions = traffic.device_ops["convolution.default"]
+    assert [r["rounds"] for r in rows] == [2] * 4 and [r["rounds"] for r in steps] == [2, 2]
+    assert copies == 4 * 3 * (2 + 1)  # four ways, three copies each, two timed rounds and one untimed pass
+    assert convolutions == 2 * 4 * (2 + 1)  # two ways, four steps each
