@@ -172,10 +172,28 @@ def jpeg_decoder_name() -> str:
 def decode_jpegs(datas: list[torch.Tensor], device: torch.device | str = "cpu") -> list[torch.Tensor]:
     """Encoded JPEG files (1-D uint8 CPU tensors) decoded to RGB uint8 (3, H, W) tensors: on CUDA in one batched
     nvJPEG call onto the device, elsewhere one by one with libjpeg-turbo on the CPU (torchcodec where installed,
-    else torchvision.io)."""
+    else torchvision.io). On CUDA a file nvJPEG cannot decode (a CMYK JPEG) fails the batched call: the batch is
+    then decoded file by file, and only such a file on the CPU, its pixels copied to the device."""
     device = torch.device(device)
+    if device.type != "cuda":
+        return _decode(datas, device)
+    try:
+        return _decode(datas, device)
+    except RuntimeError:  # one file (or more) nvJPEG cannot read: find it, and decode only it on the CPU
+        return [_decode_on(data, device) for data in datas]
+
+
+def _decode(datas: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
     if torchcodec_decode_jpeg is not None:
         return list(torchcodec_decode_jpeg(list(datas), mode="RGB", device=device))
     if device.type == "cuda":
         return decode_jpeg(list(datas), mode=ImageReadMode.RGB, device=device)
     return [decode_jpeg(data, mode=ImageReadMode.RGB) for data in datas]
+
+
+def _decode_on(data: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """One file on the GPU, or, where nvJPEG cannot decode it, on the CPU and then copied to the GPU."""
+    try:
+        return _decode([data], device)[0]
+    except RuntimeError:
+        return host_to_device(_decode([data], torch.device("cpu"))[0], device)
