@@ -85,3 +85,24 @@ def test_lesson_04s_copy_and_prefetch_rows_warm_every_way_up_before_timing_it(fa
     assert [r["rounds"] for r in rows] == [2] * 4 and [r["rounds"] for r in steps] == [2, 2]
     assert copies == 4 * 3 * (2 + 1)  # four ways, three copies each, two timed rounds and one untimed pass
     assert convolutions == 2 * 4 * (2 + 1)  # two ways, four steps each
+
+
+def test_lesson_07s_rungs_all_pin_their_batches_on_cuda_as_the_posts_does(fake_cuda, tmp_path):
+    """A rung whose batches come from pageable memory would also pay a copy that waits, which the post's rung
+    (pin_memory=True) does not: every rung that copies from the host pins, on CUDA only."""
+    from torchvision.datasets import ImageFolder
+
+    from helpers.course.folders import folder_ladder, write_jpeg_folder_standin
+    from helpers.resized_store import ResizedStore, build_resized_store
+    from helpers.shards import write_shards
+
+    root = write_jpeg_folder_standin(tmp_path / "folder", images_per_class=1, image_size=(64, 48))
+    samples = ImageFolder(str(root)).samples
+    store = ResizedStore(build_resized_store(samples, tmp_path / "store", short_side=40))
+    shards = write_shards(samples, tmp_path / "shards", per_shard=4)
+    for device in (torch.device("cuda"), torch.device("cpu")):
+        with fake_cuda():
+            rungs = folder_ladder(root, store, shards, device=device, size=32, batch=2, workers=0, model=None)
+            loaders = [rung.build() for rung in rungs]
+        pinned = [getattr(loader, "loader", loader).pin_memory for loader in loaders]
+        assert pinned == [device.type == "cuda"] * len(rungs), [rung.role for rung in rungs]
