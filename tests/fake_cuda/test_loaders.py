@@ -23,6 +23,11 @@ from .harness import real
 KORNIA_JITTER = "kornia/augmentation/_2d/intensity/color_jiggle.py"
 
 
+@pytest.fixture(scope="module")
+def cache(photo_dir) -> DecodedSRCache:
+    return DecodedSRCache(photo_dir, scale=4)
+
+
 def _cifar_like(count: int = 48) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (count, 3, 32, 32), dtype=torch.uint8, generator=generator)
@@ -88,8 +93,7 @@ def test_device_crop_augmentation_on_decoded_images_of_different_sizes(fake_cuda
         {"lr_resample": "pil-bicubic", "augment": False},
     ],
 )
-def test_the_zero_cpu_sr_loader_makes_its_batches_on_the_device_without_a_host_wait(fake_cuda, photo_dir, options):
-    cache = DecodedSRCache(photo_dir, scale=4)
+def test_the_zero_cpu_sr_loader_makes_its_batches_on_the_device_without_a_host_wait(fake_cuda, cache, options):
     expected = list(DeviceSRCropLoader(cache, batch_size=6, hr_crop=64, batches_per_epoch=3, seed=2, **options))
     with fake_cuda() as traffic:
         loader = DeviceSRCropLoader(
@@ -105,11 +109,10 @@ def test_the_zero_cpu_sr_loader_makes_its_batches_on_the_device_without_a_host_w
         torch.testing.assert_close(real(hr), want_hr)
 
 
-def test_the_cached_crop_loader_sends_pinned_uint8_and_converts_on_the_device(fake_cuda, photo_dir):
+def test_the_cached_crop_loader_sends_pinned_uint8_and_converts_on_the_device(fake_cuda, cache):
     """Its crops are gathered on the host (real NumPy work here) and copied pinned and non-blocking. The background
     thread (prefetch > 0) runs outside FakeTensorMode, whose modes are per thread, and would pin for real: the loop
     is checked with prefetch=0, the same batches made in the consumer's thread."""
-    cache = DecodedSRCache(photo_dir, scale=4)
     expected = list(CachedCropLoader(cache, batch_size=6, hr_crop=64, batches_per_epoch=3, seed=5))
     for as_float in (True, False):
         with fake_cuda() as traffic:
@@ -130,3 +133,41 @@ def test_the_cached_crop_loader_sends_pinned_uint8_and_converts_on_the_device(fa
             assert lr.dtype == (torch.float32 if as_float else torch.uint8)
             torch.testing.assert_close(real(lr).float() / (1 if as_float else 255), want_lr)
             torch.testing.assert_close(real(hr).float() / (1 if as_float else 255), want_hr)
+
+
+def test_paired_sr_augmentation_on_device_batches(fake_cuda, cache):
+    """PairedSRAugment on the zero-CPU loader's batches: flips and rotations send one index per batch; with colour
+    jitter, kornia's reads are the only host waits."""
+    from helpers.sr_data import PairedSRAugment
+
+    for jitter in (0.0, 0.3):
+        augment = PairedSRAugment(jitter=jitter, jitter_p=1.0)  # built on the CPU
+        with fake_cuda() as traffic:
+            augment.to("cuda")
+            loader = DeviceSRCropLoader(cache, batch_size=6, hr_crop=64, batches_per_epoch=2, seed=2, device="cuda")
+            iterator = iter(loader)
+            next(iterator)  # the cached bicubic matrices, built and copied once
+            lr, hr = next(iterator)
+            start = len(traffic.waits)
+            out_lr, out_hr = augment(lr, hr)
+            waits = traffic.waits[start:]
+        assert out_lr.device.type == out_hr.device.type == "cuda" and out_hr.shape == hr.shape
+        assert [w for w in waits if KORNIA_JITTER not in w.where] == []
+        assert bool(waits) == bool(jitter)
+
+
+def test_the_gan_sr_step_trains_both_models_on_the_device(fake_cuda):
+    from torch import nn
+
+    from helpers.step import gan_sr_step
+
+    torch.manual_seed(0)
+    generator = nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(3, 3, 3, padding=1))
+    discriminator = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 1))
+    batches = [(torch.rand(2, 3, 8, 8), torch.rand(2, 3, 16, 16)) for _ in range(3)]
+    with fake_cuda() as traffic:
+        generator.to("cuda"), discriminator.to("cuda")
+        step = gan_sr_step(generator, discriminator, device="cuda")
+        with traffic.none_expected("the GAN step on pinned batches"):
+            losses = [step(tuple(t.pin_memory() for t in batch)) for batch in batches]
+    assert all(loss.device.type == "cuda" for pair in losses for loss in pair.values())
