@@ -17,8 +17,11 @@ FakeTensorMode alone raises DataDependentOutputException on a host read (and Dyn
 `nonzero`); the harness records those instead and answers from the shadow, so one run lists every read a path makes.
 
 What cannot be faked here, and how the harness stands in (each named in the tests that rely on it):
-- pinned memory: `Tensor.pin_memory()` has no fake kernel (NotImplementedError "NYI: aten._pin_memory") and a real
-  one needs a driver; the harness copies the tensor and marks it pinned, and `is_pinned()` reads that mark.
+- pinned memory: `Tensor.pin_memory()` has no fake kernel (AssertionError "NYI: aten._pin_memory.default") and a
+  real one needs a driver, and a fake tensor's `is_pinned()` is always False; the harness registers a fake kernel,
+  copies a real host tensor instead of pinning it, marks both pinned, and `is_pinned()` reads that mark.
+- threads: dispatch modes are per thread, so a loader's background thread (CachedCropLoader's prefetch) runs
+  outside the mode and would pin for real: such loaders are checked with the thread off (prefetch=0).
 - streams and events: `torch.cuda.Stream()`, `current_stream()` and `Event.record()` call the driver; the harness
   replaces them with recording stand-ins (`traffic.streams` lists the calls), whose `Event.query()` says "not done".
 - backward: the autograd engine starts a thread per CUDA device and asks the driver for its primary context
@@ -31,6 +34,8 @@ What cannot be faked here, and how the harness stands in (each named in the test
 - fused optimizers (`fused=True`) initialise CUDA when they step ("Found no NVIDIA driver"): foreach and
   single-tensor optimizers run.
 - a CPU `torch.Generator` passed to a CUDA random op raises on a GPU but not under FakeTensorMode: not caught here.
+- a CUDA tensor made from a Python number (`torch.tensor(0.2, device="cuda")`) keeps no constant without a driver,
+  so a read of it is answered from the shadow like any other (and recorded: on a GPU it is a read too).
 - DDP and NCCL need processes and a driver: tests/cuda and tests/test_distributed*.py cover them.
 """
 
