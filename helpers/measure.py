@@ -85,9 +85,8 @@ def batches_ahead(loader: Any) -> int:
     or what a loader says itself in a `batches_ahead` attribute (a background thread's queue and the batch in its
     hand: sr_cache.CachedCropLoader, prefetch.BackgroundPrefetcher); 0 for a loader that makes batches on demand."""
     own = getattr(loader, "batches_ahead", None)
-    if own is not None:
-        return int(own)
-    return int(getattr(loader, "num_workers", 0) or 0) * int(getattr(loader, "prefetch_factor", 0) or 0)
+    workers = int(getattr(loader, "num_workers", 0) or 0) * int(getattr(loader, "prefetch_factor", 0) or 0)
+    return workers if own is None else int(own)
 
 
 def time_batches(
@@ -191,8 +190,7 @@ class PipelineProbe:
         self.premade: list[tuple[float, int]] = []
         self.waits: list[list[float]] = []  # seconds per fed step, one list per fed block
         self.computes: list[list[float]] = []
-        # CUDA: per block, (bytes allocated when it started, the allocator's peak during it); the peak counter is
-        # reset at each block's start, so a block's peak is its own, not the process's since it began
+        # CUDA, per block: (bytes allocated as it started, the allocator's peak in it, its counter reset at the start)
         self.device_memory: list[tuple[int, int]] = []
         self._allocated_at_start: int | None = None
 

@@ -212,11 +212,9 @@ def measure_speedups(
     benchmark_before = torch.backends.cudnn.benchmark  # each build sets the process-wide flag
     try:
         for name, options in variants.items():
-            if options.cudnn_benchmark and device.type == "cuda":
-                rows.append({"name": name, "skipped": CUDNN_BENCHMARK_UNMEASURED})
-                continue
-            if options.compile and (skip_compile or not compiler_status(device.type)[0]):
-                rows.append({"name": name, "skipped": skip_compile or compiler_status(device.type)[1]})
+            unmeasured = _unmeasured(options, device, skip_compile)
+            if unmeasured is not None:
+                rows.append({"name": name, "skipped": unmeasured})
                 continue
             torch.manual_seed(0)
             step, notes = build_fast_step(build(), loss_fn, device=device, precision=precision, options=options)
@@ -227,29 +225,27 @@ def measure_speedups(
             except Exception as error:  # noqa: BLE001 (a compiler that fails here, e.g. on a full disk, skips its row)
                 if not options.compile:
                     raise
-                rows.append(
-                    {
-                        "name": name,
-                        "skipped": f"torch.compile failed here ({type(error).__name__}: "
-                        f"{str(error).splitlines()[0][:120]})",
-                    }
-                )
+                failure = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+                rows.append({"name": name, "skipped": f"torch.compile failed here ({failure})"})
                 continue
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            rows.append(
-                {
-                    "name": name,
-                    "notes": notes,
-                    "first_call_s": time.perf_counter() - start,
-                    "startup_calls": startup_calls,
-                }
-            )
+            seconds = time.perf_counter() - start
+            rows.append({"name": name, "notes": notes, "first_call_s": seconds, "startup_calls": startup_calls})
             calls[name] = functools.partial(step, *example)
         times = interleaved_times(calls, rounds=rounds, per_round=per_round, warmup=1, device=device)
     finally:
         torch.backends.cudnn.benchmark = benchmark_before
     return _with_payback(rows, times)
+
+
+def _unmeasured(options: SpeedUps, device: torch.device, skip_compile: str | None) -> str | None:
+    """Why a variant is not timed here (None when it is): cudnn.benchmark on CUDA, or a compile that cannot run."""
+    if options.cudnn_benchmark and device.type == "cuda":
+        return CUDNN_BENCHMARK_UNMEASURED
+    if options.compile and (skip_compile or not compiler_status(device.type)[0]):
+        return skip_compile or compiler_status(device.type)[1]
+    return None
 
 
 def _with_payback(rows: list[dict[str, Any]], times: dict[str, list[float]]) -> list[dict[str, Any]]:
