@@ -1,6 +1,6 @@
 """Choosing a batch size from measured memory: one training step measured at a small batch, scaled to the memory
-free on the device (a CUDA GPU's free bytes, or a CPU machine's available RAM), halved on a CUDA out-of-memory error;
-and the batch whose step takes a given time, from timed steps at two batches.
+free on the device (a CUDA GPU's free bytes, or a CPU machine's available RAM), halved on a CUDA out-of-memory error
+(the allocator's, cuBLAS's or cuDNN's); and the batch whose step takes a given time, from timed steps at two batches.
 
 Copy with: memory.py (resident and free memory probes).
 Needs: torch.
@@ -8,12 +8,16 @@ Needs: torch.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .memory import current_rss_bytes, free_memory_bytes, peak_rss_bytes, reset_peak_rss
+
+# what cuBLAS and cuDNN say when they cannot allocate (torch raises these as RuntimeError, not OutOfMemoryError)
+_ALLOCATION_FAILURES = ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDA out of memory")
 
 
 def _step_bytes(run_step: Callable[[int], Any], batch: int, device: torch.device) -> int:
@@ -65,12 +69,22 @@ def batch_that_fits(
         try:
             run_step(fits)
             return fits, why + (f" (asked for {wanted})" if fits < wanted else "")
-        except torch.cuda.OutOfMemoryError:
-            if fits == 1:
+        except RuntimeError as error:  # torch.cuda.OutOfMemoryError is one
+            if fits == 1 or not is_out_of_memory(error):
                 raise
-            torch.cuda.empty_cache()
-            fits //= 2
-            why += f"; out of memory on the device, halved to {fits}"
+            traceback.clear_frames(error.__traceback__)  # the failed step's frames hold its activations
+        # here the error and its traceback are gone, so what the failed step allocated can go back to the driver
+        torch.cuda.empty_cache()
+        fits //= 2
+        why += f"; out of memory on the device, halved to {fits}"
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether `error` is the device running out of memory: the caching allocator's OutOfMemoryError, or cuBLAS or
+    cuDNN failing to allocate their workspace, which reach Python as a RuntimeError that names the failure."""
+    if isinstance(error, torch.cuda.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and any(sign in str(error) for sign in _ALLOCATION_FAILURES)
 
 
 def batch_for_step_time(

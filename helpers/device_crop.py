@@ -5,8 +5,8 @@ The crop is hand-written on torchvision's `roi_align` because kornia's RandomRes
 tensor (images of different sizes would have to be padded, and its boxes would then fall in the padding), and it
 either crops sample by sample in a Python loop ("slice") or warps bilinearly with no antialias filter ("resample"),
 which aliases at the 2-4x reductions a 224-px crop of a photograph needs. `roi_align` with adaptive sampling
-averages every source pixel under an output pixel (an area filter) for all boxes in one kernel. Flip, jitter and
-Normalize are kornia's.
+averages every source pixel under an output pixel (an area filter) for all boxes in one kernel. Flip and jitter are
+kornia's (its ColorJitter reads a few device values on the host per batch: its order and which steps apply).
 
 Copy with: images.py (the uint8 to float conversion).
 Needs: kornia, numpy, pillow, torch, torchvision; optional: torchcodec (batched decoding where installed).
@@ -22,7 +22,7 @@ import torch
 from torchvision.io import ImageReadMode, decode_jpeg
 from torchvision.ops import roi_align
 
-from .images import to_unit_float
+from .images import host_to_device, to_unit_float
 
 try:  # torchvision 0.29 deprecates its image decoders in favour of torchcodec's: use torchcodec where installed
     from torchcodec.decoders import decode_jpeg as torchcodec_decode_jpeg
@@ -108,7 +108,7 @@ class BatchRandomResizedCrop(torch.nn.Module):
         """Crop and resize every image with its own box."""
         batch, heights, widths = pad_to_batch(images)
         boxes = random_resized_boxes(heights, widths, scale=self.scale, ratio=self.ratio, generator=self.generator)
-        return crop_boxes(to_unit_float(batch), boxes.to(batch.device), self.size)
+        return crop_boxes(to_unit_float(batch), host_to_device(boxes, batch.device), self.size)  # no host wait
 
 
 def crop_boxes(batch: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Tensor:
@@ -118,6 +118,24 @@ def crop_boxes(batch: torch.Tensor, boxes: torch.Tensor, size: int) -> torch.Ten
     resized_crop repeats the edge pixel instead: they differ only in that rim)."""
     rois = torch.cat([torch.arange(len(boxes), device=boxes.device, dtype=boxes.dtype).view(-1, 1), boxes], 1)
     return roi_align(batch, rois, output_size=(size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True)
+
+
+class Normalize(torch.nn.Module):
+    """(images - mean) / std per channel, with mean and std as buffers that `.to(device)` moves. Hand-written because
+    kornia's Normalize keeps them outside its buffers (its documentation says `.to` does not move them): on a GPU
+    every batch then copied them from the host's pageable memory, a copy that can make the host wait."""
+
+    mean: torch.Tensor  # buffers, registered in __init__
+    std: torch.Tensor
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1), persistent=False)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Normalise a float (B, C, H, W) batch."""
+        return (images - self.mean) / self.std
 
 
 class ToChannelsLast(torch.nn.Module):
@@ -142,7 +160,7 @@ def device_train_augment(
     steps: list[torch.nn.Module] = [BatchRandomResizedCrop(size, generator=generator), K.RandomHorizontalFlip()]
     if jitter:
         steps.append(K.ColorJitter(jitter, jitter, jitter, 0.0, p=1.0))
-    steps += [K.Normalize(torch.tensor(mean), torch.tensor(std)), ToChannelsLast()]
+    steps += [Normalize(mean, std), ToChannelsLast()]
     return torch.nn.Sequential(*steps)
 
 
@@ -154,10 +172,28 @@ def jpeg_decoder_name() -> str:
 def decode_jpegs(datas: list[torch.Tensor], device: torch.device | str = "cpu") -> list[torch.Tensor]:
     """Encoded JPEG files (1-D uint8 CPU tensors) decoded to RGB uint8 (3, H, W) tensors: on CUDA in one batched
     nvJPEG call onto the device, elsewhere one by one with libjpeg-turbo on the CPU (torchcodec where installed,
-    else torchvision.io)."""
+    else torchvision.io). On CUDA a file nvJPEG cannot decode (a CMYK JPEG) fails the batched call: the batch is
+    then decoded file by file, and only such a file on the CPU, its pixels copied to the device."""
     device = torch.device(device)
+    if device.type != "cuda":
+        return _decode(datas, device)
+    try:
+        return _decode(datas, device)
+    except RuntimeError:  # one file (or more) nvJPEG cannot read: find it, and decode only it on the CPU
+        return [_decode_on(data, device) for data in datas]
+
+
+def _decode(datas: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
     if torchcodec_decode_jpeg is not None:
         return list(torchcodec_decode_jpeg(list(datas), mode="RGB", device=device))
     if device.type == "cuda":
         return decode_jpeg(list(datas), mode=ImageReadMode.RGB, device=device)
     return [decode_jpeg(data, mode=ImageReadMode.RGB) for data in datas]
+
+
+def _decode_on(data: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """One file on the GPU, or, where nvJPEG cannot decode it, on the CPU and then copied to the GPU."""
+    try:
+        return _decode([data], device)[0]
+    except RuntimeError:
+        return host_to_device(_decode([data], torch.device("cpu"))[0], device)

@@ -58,7 +58,10 @@ def init_distributed(backend: str | None = None) -> DistributedContext:
     else:
         device = torch.device("cpu")
     if not dist.is_initialized():
-        dist.init_process_group(backend or ("nccl" if device.type == "cuda" else "gloo"))
+        if device.type == "cuda":  # device_id binds NCCL's communicator to this rank's GPU at once
+            dist.init_process_group(backend or "nccl", device_id=device)
+        else:
+            dist.init_process_group(backend or "gloo")
     return DistributedContext(rank, world_size, local_rank, device)
 
 
@@ -72,11 +75,25 @@ def local_main_first(context: DistributedContext) -> Iterator[None]:
         dist.barrier()
 
 
-def cleanup_distributed() -> None:
-    """Leave the process group, if this process joined one (after a barrier, so no rank tears down its connections
-    while another is still finishing a collective)."""
+def cleanup_distributed(*, failed: bool = False) -> None:
+    """Leave the process group, if this process joined one: after a barrier when the run ended normally (so no rank
+    tears down its connections while another is still finishing a collective); with `failed` (the run raised: a
+    non-finite loss, out of memory, Ctrl-C) at once, with no barrier, which would pair with a peer's all-reduce and
+    hang both. The peers' next collective then fails (gloo at once; NCCL when torchrun stops them, or at its
+    timeout), so every rank exits instead of waiting.
+
+    Call it from a `finally` that knows whether the run failed::
+
+        failed = True
+        try:
+            train(...)
+            failed = False
+        finally:
+            cleanup_distributed(failed=failed)
+    """
     if dist.is_available() and dist.is_initialized():
-        dist.barrier()
+        if not failed:
+            dist.barrier()
         dist.destroy_process_group()
 
 

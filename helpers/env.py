@@ -64,12 +64,15 @@ def environment_report(device: torch.device | None = None) -> dict[str, Any]:
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
+        with torch.cuda.device(device):  # is_bf16_supported asks about the current device
+            # without emulation: a T4 (7.5) runs bf16 only emulated, slower than fp16, and reports it "supported"
+            bf16 = torch.cuda.is_bf16_supported(including_emulation=False)
         report.update(
             device_name=props.name,
             cuda_capability=f"{props.major}.{props.minor}",
             device_memory_gib=round(props.total_memory / 2**30, 1),
             cuda_version=torch.version.cuda,
-            bf16_supported=torch.cuda.is_bf16_supported(),
+            bf16_supported=bf16,
         )
     else:
         report.update(device_name=platform.processor() or platform.machine(), cuda_capability=None)

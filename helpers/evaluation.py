@@ -38,27 +38,22 @@ def evaluate_sr(
     """PSNR-Y and SSIM-Y (standard protocol) of the model and of bicubic on whole images; means and per-image values.
 
     Under torchrun each rank evaluates its share of the images and the means are reduced over ranks (the
-    per-image lists are this rank's).
+    per-image lists are this rank's). The scores stay on the device until every image is done: one host read.
     """
     device = torch.device(device)
     context = context or DistributedContext(device=device)
     was_training = model.training
     model.eval()
-    rows = []
+    scored: list[torch.Tensor] = []
     for index in range(len(dataset))[shard_range(len(dataset), context)]:
         lr, hr = dataset[index]
         lr, hr = lr[None].to(device), hr[None].to(device)
         sr = model(lr).float().clamp(0, 1)
         bicubic = bicubic_upscale(lr, scale)
-        rows.append(
-            (
-                psnr_y(sr, hr, scale).item(),
-                ssim_y(sr, hr, scale).item(),
-                psnr_y(bicubic, hr, scale).item(),
-                ssim_y(bicubic, hr, scale).item(),
-            )
-        )
+        scores = (psnr_y(sr, hr, scale), ssim_y(sr, hr, scale), psnr_y(bicubic, hr, scale), ssim_y(bicubic, hr, scale))
+        scored.append(torch.cat([score.double().reshape(1) for score in scores]))  # kept on the device
     model.train(was_training)
+    rows: list[list[float]] = torch.stack(scored).tolist() if scored else []  # one host read for every image
     *sums, count = all_reduce_sum([sum(r[i] for r in rows) for i in range(4)] + [len(rows)], context)
     means = [total / count for total in sums]
     return {
@@ -84,21 +79,23 @@ def evaluate_classifier(
     precision: str = "fp32",
     context: DistributedContext | None = None,
 ) -> dict[str, float]:
-    """Top-1 accuracy of `model` on uint8 images, preprocessed on the device (each rank counts its share, then the
-    counts are summed over ranks)."""
+    """Top-1 accuracy of `model` on uint8 images, preprocessed on the device (each rank counts its share on the device,
+    read once at the end, then the counts are summed over ranks)."""
     device = torch.device(device)
     context = context or DistributedContext(device=device)
+    preprocess = preprocess.to(device)  # built on the CPU as a rule: its buffers go where the batches are
     share = shard_range(len(images), context)
     images, labels = images[share], labels[share]
     was_training = model.training
     model.eval()
-    correct = 0
+    labels = labels.to(device)  # one copy; the count stays on the device until the end (no host read per batch)
+    correct = torch.zeros((), dtype=torch.int64, device=device)
     dtype = autocast_dtype(precision)
     for start in range(0, len(images), batch_size):
         batch = preprocess(images[start : start + batch_size].to(device, non_blocking=True))
         with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
             logits = model(batch)
-        correct += int((logits.argmax(1) == labels[start : start + batch_size].to(device)).sum())
+        correct += (logits.argmax(1) == labels[start : start + batch_size]).sum()
     model.train(was_training)
-    correct_total, count_total = all_reduce_sum([correct, len(images)], context)
+    correct_total, count_total = all_reduce_sum([int(correct), len(images)], context)
     return {"top1": correct_total / max(count_total, 1)}

@@ -1,5 +1,6 @@
-"""Reading images safely (decode fully, any mode to 8-bit RGB, the file named when something is wrong) and the one
-place where uint8 pixels become float tensors in [0, 1].
+"""Reading images safely (decode fully, any mode to 8-bit RGB, the file named when something is wrong), the one
+place where uint8 pixels become float tensors in [0, 1], and the one way a loader's small host tensors (random draws,
+indices, boxes) reach the device without making the host wait.
 
 Copy alone.
 Needs: numpy, pillow, torch.
@@ -163,6 +164,15 @@ def image_census(paths: list[Path] | list[str]) -> Counter:
 def to_unit_float(images: torch.Tensor) -> torch.Tensor:
     """uint8 pixels (0..255) as float32 in [0, 1], on whatever device they are on; float input is returned as is."""
     return images.float().div_(255) if images.dtype == torch.uint8 else images
+
+
+def host_to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """A CPU tensor on `device` without a host wait: on CUDA copied from pinned memory with `non_blocking=True` (a
+    copy from pageable memory waits for the work queued before it); elsewhere `.to(device)`."""
+    device = torch.device(device)
+    if device.type != "cuda" or tensor.device.type != "cpu":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)  # the pinned block is kept until the copy has run
 
 
 def to_uint8_tensor(image: Image.Image | np.ndarray) -> torch.Tensor:

@@ -140,7 +140,7 @@ def _sweep_turn(
             dataset, batch_size, seed=seed, samples_per_epoch=batch_size * (timed + in_flight + 4), **knobs
         )
         if step is None:
-            return {"samples_per_s": time_batches(loader, timed, warmup=1 + in_flight)["samples_per_s"]}
+            return {"samples_per_s": time_batches(loader, timed, warmup=1)["samples_per_s"]}  # + what is in flight
         probe = PipelineProbe(loader, step, device, premade=1, warmup=1)
         for _ in range(in_flight):
             next(probe.source)
@@ -227,7 +227,8 @@ class DeviceTensorLoader:
     """A whole dataset as one uint8 tensor on the device: shuffled index batches and batch augmentation, no DataLoader.
 
     Every sample appears exactly once per epoch (the last batch may be short unless `drop_last`). `augment` is any
-    module taking and returning a batch on the device (e.g. augment.cifar_train_augment()). With
+    module taking and returning a batch on the device (e.g. augment.cifar_train_augment(), built on the CPU: the
+    loader moves it, buffers and parameters, to `device`). With
     `world_size` > 1, every rank draws the same permutation (same `seed`) and keeps its own disjoint shard of it,
     cut to equal lengths so all ranks take the same number of steps.
     """
@@ -254,6 +255,8 @@ class DeviceTensorLoader:
         self.device = torch.device(device)
         self.images = images.to(self.device)
         self.labels = labels.to(self.device)
+        # a module built on the CPU (its normalisation constants are buffers) would meet device batches: move it
+        augment = augment.to(self.device) if isinstance(augment, torch.nn.Module) else augment
         self.batch_size, self.augment, self.shuffle, self.drop_last = batch_size, augment, shuffle, drop_last
         self.generator = torch.Generator().manual_seed(seed)
         self.epoch = 0
@@ -283,7 +286,9 @@ class DeviceTensorLoader:
         order = torch.randperm(count, generator=self.generator) if self.shuffle else torch.arange(count)
         if self.world_size > 1:
             order = order[self.rank :: self.world_size][: self._shard_size()]
-        order = order.to(self.device)
+        # one index copy per epoch, pinned and asynchronous on CUDA: a pageable copy would wait for the queued steps
+        on_cuda = self.device.type == "cuda"
+        order = order.pin_memory().to(self.device, non_blocking=True) if on_cuda else order.to(self.device)
         self.epoch += 1
         for start in range(0, len(order), self.batch_size):
             index = order[start : start + self.batch_size]

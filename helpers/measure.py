@@ -4,7 +4,8 @@ pipeline doctor that turns those numbers into a verdict and what to try next is 
 Every timed block starts after a device synchronisation (work queued before it is not its work) and ends with one
 after the last device operation it times, before the clock stops: on CUDA, work is queued and a host timer without a
 synchronisation measures how fast kernels were queued. The clock and the synchronisation are module attributes
-(`clock`, `synchronize`) so that a test can record the order of the calls. Each block also reads the load meter.
+(`clock`, `synchronize`) so that a test can record the order of the calls. Each block also reads the load meter and,
+on CUDA, its own peak device memory (the allocator's peak counter is reset when the block starts).
 
 Copy with: loadmeter.py, memory.py, pipeline_result.py.
 Needs: psutil, torch.
@@ -21,6 +22,7 @@ import torch
 
 from .loadmeter import LoadMeter
 from .memory import (  # noqa: F401 (re-exported: the memory readings lived here before they had their own module)
+    allocated_device_memory_bytes,
     current_rss_bytes,
     free_memory_bytes,
     peak_device_memory_bytes,
@@ -78,14 +80,24 @@ class _Restarting:
             return batch
 
 
+def batches_ahead(loader: Any) -> int:
+    """How many batches `loader` can hold ready before they are asked for: a DataLoader's workers x prefetch_factor,
+    or what a loader says itself in a `batches_ahead` attribute (a background thread's queue and the batch in its
+    hand: sr_cache.CachedCropLoader, prefetch.BackgroundPrefetcher); 0 for a loader that makes batches on demand."""
+    own = getattr(loader, "batches_ahead", None)
+    workers = int(getattr(loader, "num_workers", 0) or 0) * int(getattr(loader, "prefetch_factor", 0) or 0)
+    return workers if own is None else int(own)
+
+
 def time_batches(
     loader: Iterable, batches: int, *, warmup: int = 1, device: torch.device | None = None
 ) -> dict[str, Any]:
-    """Iterate `warmup` then `batches` batches (restarting the loader as needed); return samples/s, seconds and the
-    load meter's reading. The clock stops after synchronising `device` (default: the device the batches are on)."""
+    """Draw `warmup` batches and what the loader holds ready ahead (`batches_ahead`: timed, they would look instant),
+    then time `batches` (restarting the loader as needed); return samples/s, seconds and the load meter's reading.
+    The clock stops after synchronising `device` (default: the device the batches are on)."""
     source = _Restarting(loader)
     batch = None
-    for _ in range(warmup):
+    for _ in range(warmup + batches_ahead(loader)):
         batch = next(source)
     if batch is not None:
         synchronize(device or device_of(batch))
@@ -178,6 +190,9 @@ class PipelineProbe:
         self.premade: list[tuple[float, int]] = []
         self.waits: list[list[float]] = []  # seconds per fed step, one list per fed block
         self.computes: list[list[float]] = []
+        # CUDA, per block: (bytes allocated as it started, the allocator's peak in it, its counter reset at the start)
+        self.device_memory: list[tuple[int, int]] = []
+        self._allocated_at_start: int | None = None
 
     @property
     def workers(self) -> int:
@@ -191,6 +206,9 @@ class PipelineProbe:
 
     def _begin(self) -> float:
         synchronize(self.device)  # work queued before this block is not its work
+        self._allocated_at_start = allocated_device_memory_bytes(self.device)  # None off CUDA
+        if self._allocated_at_start is not None:
+            reset_peak_device_memory(self.device)
         self.meter.start()
         return clock()
 
@@ -198,7 +216,15 @@ class PipelineProbe:
         synchronize(self.device)  # the block's last device work has run before its clock stops
         seconds = clock() - start
         self.meter.stop()
+        peak = peak_device_memory_bytes(self.device)
+        if self._allocated_at_start is not None and peak is not None:
+            self.device_memory.append((self._allocated_at_start, peak))
         return seconds
+
+    def peak_above_start_bytes(self) -> int | None:
+        """The most device memory a block allocated beyond what was held when it started (its batches in flight,
+        activations, gradients), over the blocks recorded so far; None off CUDA or before any block."""
+        return max((peak - start for start, peak in self.device_memory), default=None)
 
     def loader_block(self, batches: int) -> float:
         """Time `batches` batches of the loader alone (no step); return its samples/s for this block."""
@@ -243,9 +269,10 @@ class PipelineProbe:
         return [n / t for t, n in {"alone": self.alone, "fed": self.fed, "premade": self.premade}[kind]]
 
     def drain(self, batches: int | None = None) -> None:
-        """Draw batches untimed: by default what the loader's workers hold ready (workers x prefetch), at least one,
-        so a turn neither counts batches made while others ran nor the workers' start-up after `pause()`."""
-        ready = self.workers * int(getattr(self.source.loader, "prefetch_factor", 0) or 0)
+        """Draw batches untimed: by default what the loader holds ready (`batches_ahead`: its workers' or its
+        thread's), at least one, so a turn neither counts batches made while others ran nor the workers' start-up
+        after `pause()`."""
+        ready = batches_ahead(self.source.loader)
         for _ in range(max(1, ready) if batches is None else batches):
             next(self.source)
 
@@ -278,9 +305,9 @@ class PipelineProbe:
         return seconds
 
     def forget(self, *, loader: bool = False) -> None:
-        """Drop every fed and pre-made block recorded so far (a calibration pair, say) and their load readings, and
-        with `loader` the loader-alone blocks too, keeping the loader running."""
-        for recorded in (self.fed, self.premade, self.waits, self.computes, self.meter.readings):
+        """Drop every fed and pre-made block recorded so far (a calibration pair, say) and their load and device
+        memory readings, and with `loader` the loader-alone blocks too, keeping the loader running."""
+        for recorded in (self.fed, self.premade, self.waits, self.computes, self.meter.readings, self.device_memory):
             recorded.clear()
         if loader:
             self.alone.clear()
@@ -293,7 +320,7 @@ class PipelineProbe:
         ratios = [f / p for f, p in zip(fed_rates, premade_rates, strict=True)]
         waits = [1000 * statistics.median(block) for block in self.waits]
         computes = [1000 * statistics.median(block) for block in self.computes]
-        peak_device = peak_device_memory_bytes(self.device)
+        peak_device = max((peak for _, peak in self.device_memory), default=None)  # None off CUDA
         return PipelineResult(
             fed_samples_per_s=sum(n for _, n in self.fed) / sum(t for t, _ in self.fed),
             premade_samples_per_s=sum(n for _, n in self.premade) / sum(t for t, _ in self.premade),

@@ -1,5 +1,5 @@
-"""Memory readings for measurements: this process's peak and current resident set size, the device's peak
-allocation, and the memory free for new tensors.
+"""Memory readings for measurements: this process's peak and current resident set size, the device's peak and
+current allocation, and the memory free for new tensors.
 
 Copy alone.
 Needs: torch.
@@ -56,6 +56,11 @@ def reset_peak_device_memory(device: torch.device) -> None:
 def peak_device_memory_bytes(device: torch.device) -> int | None:
     """Peak bytes allocated on a CUDA device since the last reset (None on CPU)."""
     return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+
+
+def allocated_device_memory_bytes(device: torch.device) -> int | None:
+    """Bytes the tensors on a CUDA device hold now (None on CPU)."""
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else None
 
 
 def current_rss_bytes() -> int | None:

@@ -23,7 +23,7 @@ class PipelineResult:
     compute_ms: float  # median per fed step: the step itself
     steps: int
     peak_rss_mib: float
-    peak_device_mib: float | None
+    peak_device_mib: float | None  # CUDA: the highest of the measured blocks' allocator peaks (None off CUDA)
     efficiency_range: tuple[float, float] | None = None  # lowest and highest block-pair ratio: the spread
     fed_samples_per_s_range: tuple[float, float] | None = None  # lowest and highest fed block's samples/s
     premade_step_ms: float | None = None  # median over pre-made blocks of their time per step: the step undisturbed

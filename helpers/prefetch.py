@@ -39,7 +39,10 @@ class PrefetchLoader:
     On CUDA the next batch is copied and converted on a side stream while the consumer's step runs on the current
     stream; before a batch is handed over the current stream waits for the side stream (`wait_stream`), and each
     tensor is marked as used by the current stream (`record_stream`) so the caching allocator cannot give its memory
-    back to the side stream while the step still reads it. Batches may be tensors, or tuples, lists or dicts of them.
+    back to the side stream while the step still reads it. A batch already on the GPU (made there by its loader, on
+    the current stream) is not copied but still converted on the side stream: the side stream first waits for the
+    current one, and its tensors are marked as used by the side stream, so neither reads them before they are made
+    nor frees them while they are read. Batches may be tensors, or tuples, lists or dicts of them.
     """
 
     def __init__(
@@ -75,6 +78,16 @@ class PrefetchLoader:
             return type(batch)(self._prepare(value) for value in batch)
         return batch
 
+    def _wait_for_resident(self, batch: Any) -> None:
+        """Make the side stream wait for the current stream when `batch` holds tensors already on the GPU: they were
+        made there by work queued on the current stream, which the side stream would otherwise not wait for."""
+        resident = [tensor for tensor in _tensors(batch) if tensor.device.type == "cuda"]
+        if not resident:
+            return  # host tensors: the copy reads memory the host has finished writing
+        self.side_stream.wait_stream(torch.cuda.current_stream(self.device))  # type: ignore[union-attr]
+        for tensor in resident:
+            tensor.record_stream(self.side_stream)  # type: ignore[arg-type]
+
     def _hand_over(self, batch: Any) -> Any:
         """Make the current stream wait for the side stream's work on `batch`, and mark its tensors as used there."""
         current = torch.cuda.current_stream(self.device)
@@ -90,6 +103,7 @@ class PrefetchLoader:
             return
         ready = None
         for batch in self.loader:
+            self._wait_for_resident(batch)
             with torch.cuda.stream(self.side_stream):
                 upcoming = self._prepare(batch)  # queued on the side stream; the step below runs meanwhile
             if ready is not None:
@@ -125,6 +139,11 @@ class BackgroundPrefetcher:
 
     def __len__(self) -> int:
         return len(self.iterable)  # type: ignore[arg-type]
+
+    @property
+    def batches_ahead(self) -> int:
+        """Items ready before they are asked for: `depth` in the queue and one in the thread's hand."""
+        return self.depth + 1
 
     def __iter__(self) -> Iterator[Any]:
         items: queue.Queue = queue.Queue(maxsize=self.depth)

@@ -163,7 +163,7 @@ def speedup_variants(device: torch.device | str) -> dict[str, SpeedUps]:
         "fused/foreach optimizer": replace(plain, fused_optimizer=True),
         "channels_last": replace(plain, channels_last=True),
     }
-    if device.type == "cuda":
+    if device.type == "cuda":  # listed, never timed here: measure_speedups says why
         rows["cudnn.benchmark"] = replace(plain, cudnn_benchmark=True)
     rows["torch.compile"] = replace(plain, compile=True)
     rows["torch.compile, model and optimizer step"] = replace(plain, compile=True, compile_optimizer=True)
@@ -172,6 +172,15 @@ def speedup_variants(device: torch.device | str) -> dict[str, SpeedUps]:
             plain, compile=True, compile_mode="reduce-overhead"
         )
     return rows
+
+
+# Why measure_speedups leaves a cudnn.benchmark row unmeasured: in one process it cannot be timed apart from the rows
+# before it (PyTorch keeps one cache of cuDNN algorithms per convolution shape, filled by the first row that runs it,
+# and benchmark=True only searches on a cache miss), and the flag is global (every build sets it for all the steps).
+CUDNN_BENCHMARK_UNMEASURED = (
+    "not timed beside the other rows: the plain row has already filled cuDNN's per-shape algorithm cache that "
+    "benchmark=True would search, and the flag is process-wide; build_fast_step turns it on for fixed shapes"
+)
 
 
 def measure_speedups(
@@ -191,7 +200,8 @@ def measure_speedups(
     calls, timed alone as its start-up (compilation, recompilation as optimizer state appears, autotuning: their time
     beyond as many normal steps); one row per variant with the median ms and its range, the
     start-up seconds, what was applied, and after how many steps the start-up is paid back against the first row.
-    `skip_compile` (a reason) leaves the compile rows out, saying why."""
+    `skip_compile` (a reason) leaves the compile rows out, saying why; a cudnn.benchmark row on CUDA is left out
+    with the reason (CUDNN_BENCHMARK_UNMEASURED), and the flag is as it was afterwards."""
     device = torch.device(device)
     variants = variants if variants is not None else speedup_variants(device)
     # torch.compile logs what it finds missing (no CUDA runtime on a CPU, ignored profiler ranges) as warnings on
@@ -199,35 +209,43 @@ def measure_speedups(
     logging.getLogger("torch").setLevel(max(logging.getLogger("torch").level, logging.ERROR))
     rows: list[dict[str, Any]] = []
     calls: dict[str, Callable[[], Any]] = {}
-    for name, options in variants.items():
-        if options.compile and (skip_compile or not compiler_status(device.type)[0]):
-            rows.append({"name": name, "skipped": skip_compile or compiler_status(device.type)[1]})
-            continue
-        torch.manual_seed(0)
-        step, notes = build_fast_step(build(), loss_fn, device=device, precision=precision, options=options)
-        start = time.perf_counter()
-        try:
-            for _ in range(startup_calls):
-                step(*example)
-        except Exception as error:  # noqa: BLE001 (a compiler that fails here, e.g. on a full disk, skips its row)
-            if not options.compile:
-                raise
-            rows.append(
-                {
-                    "name": name,
-                    "skipped": f"torch.compile failed here ({type(error).__name__}: "
-                    f"{str(error).splitlines()[0][:120]})",
-                }
-            )
-            continue
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        rows.append(
-            {"name": name, "notes": notes, "first_call_s": time.perf_counter() - start, "startup_calls": startup_calls}
-        )
-        calls[name] = functools.partial(step, *example)
-    times = interleaved_times(calls, rounds=rounds, per_round=per_round, warmup=1, device=device)
+    benchmark_before = torch.backends.cudnn.benchmark  # each build sets the process-wide flag
+    try:
+        for name, options in variants.items():
+            unmeasured = _unmeasured(options, device, skip_compile)
+            if unmeasured is not None:
+                rows.append({"name": name, "skipped": unmeasured})
+                continue
+            torch.manual_seed(0)
+            step, notes = build_fast_step(build(), loss_fn, device=device, precision=precision, options=options)
+            start = time.perf_counter()
+            try:
+                for _ in range(startup_calls):
+                    step(*example)
+            except Exception as error:  # noqa: BLE001 (a compiler that fails here, e.g. on a full disk, skips its row)
+                if not options.compile:
+                    raise
+                failure = f"{type(error).__name__}: {str(error).splitlines()[0][:120]}"
+                rows.append({"name": name, "skipped": f"torch.compile failed here ({failure})"})
+                continue
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            seconds = time.perf_counter() - start
+            rows.append({"name": name, "notes": notes, "first_call_s": seconds, "startup_calls": startup_calls})
+            calls[name] = functools.partial(step, *example)
+        times = interleaved_times(calls, rounds=rounds, per_round=per_round, warmup=1, device=device)
+    finally:
+        torch.backends.cudnn.benchmark = benchmark_before
     return _with_payback(rows, times)
+
+
+def _unmeasured(options: SpeedUps, device: torch.device, skip_compile: str | None) -> str | None:
+    """Why a variant is not timed here (None when it is): cudnn.benchmark on CUDA, or a compile that cannot run."""
+    if options.cudnn_benchmark and device.type == "cuda":
+        return CUDNN_BENCHMARK_UNMEASURED
+    if options.compile and (skip_compile or not compiler_status(device.type)[0]):
+        return skip_compile or compiler_status(device.type)[1]
+    return None
 
 
 def _with_payback(rows: list[dict[str, Any]], times: dict[str, list[float]]) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .atomic import build_once, reserve_file
-from .images import ImageTooSmallError, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
+from .images import ImageTooSmallError, host_to_device, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
 from .prefetch import BackgroundPrefetcher
 from .safe_open import check_regular, read_regular_bytes
 from .sr_data import (
@@ -263,7 +263,8 @@ class CachedCropLoader:
     """Batches of paired crops from a DecodedSRCache: uint8 gathered on the CPU, moved, then made float on `device`.
 
     With `prefetch` batches ahead (default: 2 on an accelerator, 0 on the CPU, where the step already uses every
-    core and a producer thread would only compete with it), the next batch is gathered in a background thread.
+    core and a producer thread would only compete with it), the next batch is gathered in a background thread
+    (`batches_ahead` says how many it can hold ready, so a measurement draws them before its clock starts).
     With `as_float=False` batches stay uint8 on the device, for a step that normalises them itself. `channels="y"`
     gives PIL's YCbCr Y of the crops (LR: the Y of the cache's MATLAB-bicubic LR). An epoch is `batches_per_epoch`
     batches, or, when None, a DataLoader's count over the images (the short last batch kept unless `drop_last`).
@@ -291,6 +292,7 @@ class CachedCropLoader:
         self.device = torch.device(device)
         self.generator = torch.Generator().manual_seed(seed)
         self.prefetch = prefetch if prefetch is not None else (0 if self.device.type == "cpu" else 2)
+        self.batches_ahead = self.prefetch + 1 if self.prefetch else 0  # ready before asked: its queue, its hand
 
     def __len__(self) -> int:
         return self.batches_per_epoch
@@ -357,16 +359,12 @@ class DeviceSRCropLoader:
         self.batches_per_epoch, self._last = epoch_batches(len(cache), batch_size, batches_per_epoch, drop_last)
         self.generator = torch.Generator().manual_seed(seed)
         self.store = cache.hr_store.to(self.device)  # H x W x RGBX uint8, all images back to back
-        self.offsets = cache.hr_offsets.to(self.device)
-        self.shapes = cache.shapes.to(self.device)
+        self.offsets, self.shapes = cache.hr_offsets.to(self.device), cache.shapes.to(self.device)
         self.count = len(cache)
         ramp = torch.arange(hr_crop, device=self.device)
         # offsets inside one crop of an image of width W: (row * W + col) * 4 + channel
-        self._rows, self._cols, self._channels = (
-            ramp[:, None, None],
-            ramp[None, :, None],
-            torch.arange(3, device=self.device),
-        )
+        self._rows, self._cols = ramp[:, None, None], ramp[None, :, None]
+        self._channels = torch.arange(3, device=self.device)
 
     def __len__(self) -> int:
         return self.batches_per_epoch
@@ -377,9 +375,10 @@ class DeviceSRCropLoader:
 
     def _batch(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         s, crop = self.scale, self.hr_crop
-        images = torch.randint(0, self.count, (size,), generator=self.generator).to(self.device)
+        # the draws are made on the host (one seeded generator on every device) and sent without a host wait
+        images = host_to_device(torch.randint(0, self.count, (size,), generator=self.generator), self.device)
         heights, widths = self.shapes[images, 0], self.shapes[images, 1]
-        draws = torch.rand(2, size, generator=self.generator).to(self.device)
+        draws = host_to_device(torch.rand(2, size, generator=self.generator), self.device)
         ys = (draws[0] * ((heights - crop) // s + 1)).long() * s  # multiples of the scale: LR/HR stay aligned
         xs = (draws[1] * ((widths - crop) // s + 1)).long() * s
         w = widths[:, None, None, None]

@@ -21,7 +21,7 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset, get_worker_info
 
-from .images import check_crop_fits, load_rgb_image, to_uint8_tensor, to_unit_float
+from .images import check_crop_fits, host_to_device, load_rgb_image, to_uint8_tensor, to_unit_float
 from .resize import downscale
 
 SCALES = (2, 3, 4)
@@ -31,7 +31,7 @@ CHANNELS = ("rgb", "y")
 LR_RESAMPLING = ("matlab-bicubic", "pil-bilinear", "pil-bicubic")
 _PIL_FILTERS = {"pil-bilinear": Image.Resampling.BILINEAR, "pil-bicubic": Image.Resampling.BICUBIC}
 # PIL's RGB -> YCbCr Y in fixed point: (table_R[r] + table_G[g] + table_B[b]) >> 6, tables of round(64 * weight * v)
-_LUMA_TABLES = torch.round(64 * torch.tensor([[0.299], [0.587], [0.114]], dtype=torch.float64) * torch.arange(256))
+_LUMA_WEIGHTS = (0.299, 0.587, 0.114)
 
 
 def list_images(folder_or_paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
@@ -80,7 +80,9 @@ def rgb_to_luma(images: torch.Tensor) -> torch.Tensor:
     if images.shape[-3] != 3:
         raise ValueError(f"expected RGB images (..., 3, H, W), got shape {tuple(images.shape)}")
     if images.dtype == torch.uint8:
-        tables = _LUMA_TABLES.to(images.device, torch.int32)
+        # made where the images are (a copy of host tables each batch would make the host wait on a GPU)
+        levels = torch.arange(256, dtype=torch.float64, device=images.device)
+        tables = torch.stack([torch.round(64 * weight * levels) for weight in _LUMA_WEIGHTS]).to(torch.int32)
         index = images.long()
         total = tables[0][index[..., 0, :, :]] + tables[1][index[..., 1, :, :]] + tables[2][index[..., 2, :, :]]
         return (total >> 6).to(torch.uint8).unsqueeze(-3)
@@ -156,19 +158,25 @@ def paired_dihedral(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Give each (LR, HR) pair of square (B, C, h, w) / (B, C, H, W) batches its own random flip/rot90, the same on both.
 
-    Works on whatever device the batches are on: samples are grouped by the drawn transform (8 groups at most), so
-    the cost is a few batched copies, not a Python loop over samples.
+    Works on whatever device the batches are on: the transforms are drawn and grouped on the host (8 groups at
+    most) and their indices sent in one copy that does not make the host wait, so the cost is a few batched copies,
+    not a Python loop over samples, and no host synchronisation.
     """
     if lr.shape[0] != hr.shape[0]:
         raise ValueError(f"LR and HR batches differ in size: {lr.shape[0]} vs {hr.shape[0]}")
     if lr.shape[-1] != lr.shape[-2] or hr.shape[-1] != hr.shape[-2]:
         raise ValueError(f"rot90 needs square crops, got LR {tuple(lr.shape[-2:])} and HR {tuple(hr.shape[-2:])}")
-    choices = torch.randint(0, 8, (lr.shape[0],), generator=generator)
+    choices = torch.randint(0, 8, (lr.shape[0],), generator=generator)  # drawn and grouped on the host
+    order, counts = torch.sort(choices, stable=True)[1], torch.bincount(choices, minlength=8).tolist()
+    order = host_to_device(order, lr.device)  # one asynchronous copy: the groups are slices of it
     out_lr, out_hr = torch.empty_like(lr), torch.empty_like(hr)
-    for choice in choices.unique().tolist():
-        index = (choices == choice).nonzero().flatten().to(lr.device)
-        for source, target in ((lr, out_lr), (hr, out_hr)):
-            target.index_copy_(0, index, dihedral(source.index_select(0, index), choice))
+    start = 0
+    for choice, count in enumerate(counts):
+        if count:
+            index = order[start : start + count]
+            for source, target in ((lr, out_lr), (hr, out_hr)):
+                target.index_copy_(0, index, dihedral(source.index_select(0, index), choice))
+        start += count
     return out_lr, out_hr
 
 

@@ -77,7 +77,8 @@ class TrainStep:
     micro-batch. Non-finite losses are flagged on the device and checked every `check_finite_every` optimizer steps
     (on CUDA without blocking: the flag is copied to pinned memory and read once its event has completed), raising
     `NonFiniteLossError`. Steps the GradScaler skips (inf gradients) are counted in `skipped_steps` and do not step
-    the scheduler. `scheduler_interval` says when `scheduler` steps: "step" (after every optimizer step that was
+    the scheduler: to know it, fp16 reads the scale once per optimizer step (a host synchronisation; GradScaler's
+    own step reads its inf check too, unless the optimizer is fused). `scheduler_interval` says when `scheduler` steps: "step" (after every optimizer step that was
     taken) or "epoch" (in `end_epoch`).
 
     Call it with each micro-batch, with `last=True` on the last micro-batch of an epoch when you know it (a short
@@ -116,8 +117,11 @@ class TrainStep:
         self.precision, self.accumulation_steps = precision, accumulation_steps
         self.channels_last, self.scheduler, self.max_grad_norm = channels_last, scheduler, max_grad_norm
         self.scheduler_interval, self.check_finite_every = scheduler_interval, check_finite_every
+        if isinstance(batch_transform, nn.Module):  # built on the CPU (normalisation buffers): it goes to the batches
+            batch_transform = batch_transform.to(self.device)
         self.batch_transform = batch_transform
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self._scale = self.scaler.get_scale()  # before the first step: the initial scale, read without a sync
         if channels_last:
             model.to(memory_format=torch.channels_last)
         self.pending = 0  # micro-batches accumulated since the last optimizer step
@@ -209,10 +213,9 @@ class TrainStep:
         if self.max_grad_norm is not None:
             self.scaler.unscale_(self.optimizer)
             nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
-        scale_before = self.scaler.get_scale() if self.scaler.is_enabled() else None  # fp16 only: the scaler syncs
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        if scale_before is not None and self.scaler.get_scale() < scale_before:
+        if self._skipped_by_scaler():
             self.skipped_steps += 1  # inf/NaN gradients: GradScaler skipped optimizer.step and lowered the scale
         else:
             self.optimizer_steps += 1
@@ -223,6 +226,15 @@ class TrainStep:
         if (self.optimizer_steps + self.skipped_steps) % self.check_finite_every == 0:
             self._queue_check()
         self.check_finite(wait=False)
+
+    def _skipped_by_scaler(self) -> bool:
+        """fp16: whether the GradScaler skipped the step just taken (it lowers the scale when it does), from one read
+        of the scale per optimizer step, a host synchronisation; the scale before the step is the one read after the
+        previous step. Without a GradScaler (fp32, bf16), False, with no read."""
+        if not self.scaler.is_enabled():
+            return False
+        before, self._scale = self._scale, self.scaler.get_scale()
+        return self._scale < before
 
     def _queue_check(self) -> None:
         if self._nonfinite is None:
@@ -266,6 +278,7 @@ class TrainStep:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what `state_dict` saved."""
         self.scaler.load_state_dict(state["scaler"])
+        self._scale = self.scaler.get_scale()
         self.micro_batches = state["micro_batches"]
         self.optimizer_steps = state["optimizer_steps"]
         self.skipped_steps = state["skipped_steps"]

@@ -102,12 +102,44 @@ def profile_steps(
     return {name: totals.get(name, 0.0) for name in TRACE_RANGES}
 
 
+def gpu_utilisation_unavailable(device: torch.device | str) -> str | None:
+    """Why NVML's GPU utilisation cannot be sampled for `device` here ("no GPU", "NVML missing: ..."), or None when
+    it can: say it instead of sampling, so a machine without NVML's Python bindings (or its library) measures the
+    rest."""
+    if torch.device(device).type != "cuda":
+        return "no GPU on this device"
+    try:
+        import pynvml  # nvidia-ml-py
+    except ImportError:
+        return "NVML missing (its Python bindings: pip install nvidia-ml-py)"
+    try:
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError as error:  # the bindings without the driver's libnvidia-ml
+        return f"NVML missing ({error})"
+    return None
+
+
+def _nvml_handle(pynvml: Any, device: torch.device) -> Any:
+    """NVML's handle of the CUDA device `device`, found by its UUID, else its PCI bus id: NVML numbers every GPU of
+    the machine, CUDA only the visible ones in its own order (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER), so the CUDA
+    ordinal is not NVML's index."""
+    properties: Any = torch.cuda.get_device_properties(device)  # its type stub lacks the pci_* fields it has
+    try:
+        return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{properties.uuid}")
+    except pynvml.NVMLError:  # a MIG slice's UUID is not a GPU's: its GPU by bus id
+        bus = f"{properties.pci_domain_id:08X}:{properties.pci_bus_id:02X}:{properties.pci_device_id:02X}.0"
+        return pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+
+
 class GpuUtilisation:
     """A context manager that samples NVML's GPU utilisation (the percent of the last sample period in which at
-    least one kernel ran) every `interval_s` in a background thread; `samples` holds the readings."""
+    least one kernel ran) of the CUDA device `device` (a torch device or a CUDA ordinal) every `interval_s` in a
+    background thread; `samples` holds the readings. gpu_utilisation_unavailable says beforehand whether it can."""
 
-    def __init__(self, device_index: int = 0, *, interval_s: float = 0.02) -> None:
-        self.device_index, self.interval_s = device_index, interval_s
+    def __init__(self, device: torch.device | str | int = 0, *, interval_s: float = 0.02) -> None:
+        self.device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        self.interval_s = interval_s
         self.samples: list[int] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -118,7 +150,7 @@ class GpuUtilisation:
         except ImportError as error:
             raise RuntimeError("GPU utilisation needs NVML's Python bindings: pip install nvidia-ml-py") from error
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(self.device_index)
+        handle = _nvml_handle(pynvml, self.device)
 
         def sample() -> None:
             while not self._stop.is_set():

@@ -108,7 +108,7 @@ def distributions_of(modules: set[str]) -> set[str]:
 
 
 LIBRARY = {"torch", "torchvision", "numpy", "pillow", "psutil"}
-COURSE_ONLY = {"matplotlib", "scikit-image", "ipywidgets", "ipython"}  # plotting, stand-in photographs, widgets
+COURSE_ONLY = {"matplotlib", "scikit-image", "ipywidgets", "ipython", "nvidia-ml-py"}  # plots, photos, widgets, NVML
 
 
 def _library_sources() -> list[str]:

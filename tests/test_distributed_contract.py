@@ -36,6 +36,36 @@ def test_torchrun_s_variables_give_rank_world_size_and_local_rank(monkeypatch):
     assert (context.rank, context.world_size, context.local_rank) == (5, 8, 1)
 
 
+@pytest.mark.parametrize("cuda", [True, False])
+def test_the_process_group_is_bound_to_the_rank_s_gpu(monkeypatch, cuda):
+    """NCCL gets device_id= (the communicator bound to this rank's GPU at once); gloo on the CPU gets none."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: None)
+    monkeypatch.setattr(distributed_module.dist, "is_initialized", lambda: False)
+    joined: list[tuple] = []
+    monkeypatch.setattr(distributed_module.dist, "init_process_group", lambda *a, **k: joined.append((a, k)))
+    context = init_distributed()
+    if cuda:
+        assert joined == [(("nccl",), {"device_id": torch.device("cuda", 1)})] and context.device == torch.device(
+            "cuda", 1
+        )
+    else:
+        assert joined == [(("gloo",), {})]
+
+
+@pytest.mark.parametrize("failed", [False, True])
+def test_leaving_the_group_barriers_only_after_a_run_that_ended_normally(monkeypatch, failed):
+    events: list[str] = []
+    monkeypatch.setattr(distributed_module.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(distributed_module.dist, "barrier", lambda: events.append("barrier"))
+    monkeypatch.setattr(distributed_module.dist, "destroy_process_group", lambda: events.append("destroy"))
+    distributed_module.cleanup_distributed(failed=failed)
+    assert events == (["destroy"] if failed else ["barrier", "destroy"])
+
+
 @pytest.mark.parametrize(("local_rank", "expected"), [(0, ["work", "barrier"]), (1, ["barrier", "work"])])
 def test_local_rank_0_works_first_and_the_others_wait_for_it(monkeypatch, local_rank, expected):
     events: list[str] = []

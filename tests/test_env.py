@@ -61,3 +61,24 @@ def test_environment_report_names_versions_device_and_machine():
     assert report["cpu_cores"] >= 1 and report["kornia"] != "not installed"
     line = format_environment_report(report)
     assert f"torch {torch.__version__}" in line and "CPU cores" in line
+
+
+@pytest.mark.parametrize(("major", "native"), [(7, False), (8, True)])
+def test_the_report_counts_bf16_only_where_it_is_not_emulated(monkeypatch, major, native):
+    """A T4 (7.5) runs bf16 by emulation and torch.cuda.is_bf16_supported() says True there by default: the report
+    asks without emulation, so it says False and 03's choice and the report agree (fp16 there)."""
+    import contextlib
+    import types
+
+    asked: list[bool] = []
+
+    def is_bf16_supported(including_emulation: bool = True) -> bool:
+        asked.append(including_emulation)
+        return major >= 8 or including_emulation
+
+    properties = types.SimpleNamespace(name="a GPU", major=major, minor=5, total_memory=16 * 2**30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: properties)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    report = environment_report(torch.device("cuda", 0))
+    assert report["bf16_supported"] is native and asked == [False]

@@ -229,3 +229,50 @@ def test_pipelines_side_by_side_keep_only_the_current_pipelines_workers_alive():
 
     measure_pipelines({"a": (loader(), step), "b": (loader(), step)}, torch.device("cpu"), budget_s=0.2, blocks=2)
     assert max(seen) == 1  # warm-up, calibration and blocks: one pipeline's worker, never both
+
+
+class SimulatedAllocator:
+    """CUDA's allocated-bytes and peak counters, stood in for on a CPU: `allocate(n)` holds n more bytes (a negative
+    n frees them); the readings and the reset are what helpers.memory's CUDA functions would return and do."""
+
+    def __init__(self, monkeypatch, *modules) -> None:
+        self.allocated = self.peak = 0
+        for module in modules:
+            monkeypatch.setattr(module, "allocated_device_memory_bytes", lambda device: self.allocated, raising=False)
+            monkeypatch.setattr(module, "peak_device_memory_bytes", lambda device: self.peak, raising=False)
+            monkeypatch.setattr(module, "reset_peak_device_memory", self.reset, raising=False)
+
+    def allocate(self, count: int) -> None:
+        self.allocated += count
+        self.peak = max(self.peak, self.allocated)
+
+    def reset(self, device=None) -> None:
+        self.peak = self.allocated
+
+
+def test_each_block_reads_its_own_peak_device_memory_not_the_processs(monkeypatch):
+    """The peak counter is reset as each block starts: a peak reached before (a batch search) is not the block's,
+    and what a step allocates and frees again is counted above what was held when the block started."""
+    from helpers import measure
+    from helpers.measure import PipelineProbe
+
+    memory = SimulatedAllocator(monkeypatch, measure)
+    memory.allocate(1000)  # held before the probe
+    memory.allocate(9000)
+    memory.allocate(-9000)  # an earlier peak of 10,000 bytes, freed
+    step_bytes = {"now": 50}
+
+    def step(batch):
+        memory.allocate(step_bytes["now"])  # activations, gradients: freed by the end of the step
+        memory.allocate(-step_bytes["now"])
+
+    probe = PipelineProbe([(torch.zeros(4, 3), torch.zeros(4, 1))] * 2, step, torch.device("cpu"), premade=1)
+    assert probe.peak_above_start_bytes() is None  # no block yet
+    for size in (300, 700, 200):  # fed, pre-made, fed
+        step_bytes["now"] = size
+        (probe.fed_block if size != 700 else probe.premade_block)(2)
+    probe.premade_block(1)
+    assert probe.peak_above_start_bytes() == 700
+    assert probe.result().peak_device_mib == (1000 + 700) / 2**20  # the blocks' highest peak, not 10,000 bytes
+    probe.forget()
+    assert probe.peak_above_start_bytes() is None  # forgotten with the blocks (a calibration pair's)

@@ -102,3 +102,51 @@ def test_seconds_per_call_synchronises_the_current_cuda_device_by_default(monkey
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     measure.seconds_per_call(lambda: None, calls=2, warmup=0)
     assert synced == [torch.device("cuda", 0)] * 4  # before and after each timed call
+
+
+class _ReadyAhead:
+    """A loader whose thread (or workers) holds `ahead` batches ready: it says so in `batches_ahead`."""
+
+    def __init__(self, ahead: int, events: list) -> None:
+        self.batches_ahead, self.events = ahead, events
+
+    def __iter__(self):
+        while True:
+            self.events.append("batch")
+            yield torch.zeros(2, 3)
+
+
+def test_time_batches_draws_what_a_loader_holds_ready_before_its_clock_starts(monkeypatch):
+    """04's loader-alone rows: CachedCropLoader on CUDA holds 3 batches ready (its thread's queue of 2 and the one
+    in its hand), made during the warm-up; timed, they would count as instant."""
+    events: list[str] = []
+    ticks = iter(range(100))
+    monkeypatch.setattr(measure, "clock", lambda: events.append("clock") or float(next(ticks)))
+    time_batches(_ReadyAhead(3, events), 4, warmup=2)
+    first_clock = events.index("clock")
+    assert events[:first_clock].count("batch") == 2 + 3
+    assert events[first_clock:].count("batch") == 4
+
+
+def test_the_probe_drains_what_a_loaders_thread_holds_ready(monkeypatch):
+    script = _Script(monkeypatch)
+    probe = PipelineProbe(_ReadyAhead(3, script.events), lambda batch: None, torch.device("cpu"), premade=1, warmup=1)
+    script.events.clear()
+    probe.drain()
+    assert script.events.count("batch") == 3
+
+
+def test_the_loaders_say_how_many_batches_they_hold_ready():
+    from torch.utils.data import DataLoader
+
+    from helpers.measure import batches_ahead
+    from helpers.prefetch import BackgroundPrefetcher
+    from helpers.sr_cache import CachedCropLoader
+
+    cache = type("Cache", (), {"__len__": lambda self: 4})()
+    assert CachedCropLoader(cache, batch_size=2, device="cuda").batches_ahead == 3  # prefetch 2 there by default
+    assert CachedCropLoader(cache, batch_size=2, device="cuda", prefetch=4).batches_ahead == 5
+    assert CachedCropLoader(cache, batch_size=2).batches_ahead == 0  # no thread on the CPU
+    assert batches_ahead(BackgroundPrefetcher([], depth=2)) == 3
+    assert batches_ahead(DataLoader(range(8), num_workers=3, prefetch_factor=2)) == 6
+    assert batches_ahead(DataLoader(range(8))) == 0 and batches_ahead([1, 2]) == 0

@@ -90,6 +90,29 @@ def test_fp16_overflow_is_skipped_and_counted(data):
     assert step.scaler.get_scale() < 65536
 
 
+def test_fp16_reads_the_scale_once_per_optimizer_step(data, monkeypatch):
+    """Each get_scale() is a host synchronisation on CUDA: one per optimizer step tells a skipped step (the scale
+    fell since the last read), and the skips are still counted exactly (the overflow test's loss, then a loss that
+    does not overflow, after a restore from state)."""
+    x, y = data
+    model, optimizer = _model_and_optimizer()
+    step = TrainStep(
+        model, optimizer, lambda out, target: (out - target).pow(2).mean() * 1e4, device="cpu", precision="fp16"
+    )
+    reads: list[float] = []
+    real = torch.amp.GradScaler.get_scale
+    monkeypatch.setattr(torch.amp.GradScaler, "get_scale", lambda self: reads.append(1) or real(self))
+    for _ in range(6):
+        step(x, y)
+    assert len(reads) == 6 and step.skipped_steps + step.optimizer_steps == 6 and step.skipped_steps >= 1
+    scale, skipped = real(step.scaler), step.skipped_steps
+    resumed = TrainStep(model, optimizer, nn.MSELoss(), device="cpu", precision="fp16")  # starts at 65536
+    resumed.load_state_dict(step.state_dict())  # ... and resumes at the lowered scale
+    for _ in range(3):
+        resumed(x, y)
+    assert resumed.skipped_steps == skipped and real(resumed.scaler) == scale  # no overflow: none skipped, no growth
+
+
 def test_a_non_finite_loss_is_a_clear_error(data):
     x, y = data
     model, optimizer = _model_and_optimizer()

@@ -65,28 +65,92 @@ def test_profile_trace_names_fetch_copy_and_step(tmp_path):
     assert {"fetch", "copy", "step"} <= names
 
 
-def test_gpu_utilisation_samples_nvml_until_the_block_ends(monkeypatch):
-    readings = iter([10, 90, 50] + [50] * 1000)
-    calls = []
-    fake = types.SimpleNamespace(
+class _NVMLError(Exception):
+    pass
+
+
+def _fake_nvml(calls: list, *, uuids: dict, buses: dict, readings) -> types.SimpleNamespace:
+    """pynvml as far as GpuUtilisation uses it: handles by UUID or PCI bus id only (never by NVML's index)."""
+
+    def by(table: dict, kind: str):
+        def get(key):
+            calls.append((kind, key))
+            if key not in table:
+                raise _NVMLError(f"no GPU with {kind} {key}")
+            return table[key]
+
+        return get
+
+    return types.SimpleNamespace(
+        NVMLError=_NVMLError,
         nvmlInit=lambda: calls.append("init"),
         nvmlShutdown=lambda: calls.append("shutdown"),
-        nvmlDeviceGetHandleByIndex=lambda index: ("handle", index),
+        nvmlDeviceGetHandleByUUID=by(uuids, "uuid"),
+        nvmlDeviceGetHandleByPciBusId=by(buses, "bus"),
         nvmlDeviceGetUtilizationRates=lambda handle: types.SimpleNamespace(
-            gpu=(handles.append(handle), next(readings))[1]
+            gpu=(calls.append(("read", handle)), next(readings))[1]
         ),
     )
-    handles: list = []
-    monkeypatch.setitem(sys.modules, "pynvml", fake)
+
+
+def _cuda_properties(monkeypatch, uuid: str = "6a3c9ad1-0000-4c5e-9f0e-1b2c3d4e5f60") -> list:
+    asked: list = []
+
+    def properties(device):
+        asked.append(device)
+        return types.SimpleNamespace(uuid=uuid, pci_domain_id=0, pci_bus_id=0x3B, pci_device_id=0)
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    return asked
+
+
+def test_gpu_utilisation_samples_nvml_until_the_block_ends(monkeypatch):
+    readings = iter([10, 90, 50] + [50] * 10000)
+    calls: list = []
+    uuid = "GPU-6a3c9ad1-0000-4c5e-9f0e-1b2c3d4e5f60"
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_nvml(calls, uuids={uuid: "gpu"}, buses={}, readings=readings))
+    asked = _cuda_properties(monkeypatch)
     with GpuUtilisation(1, interval_s=0.001) as meter:
         while len(meter.samples) < 3:
             pass
         assert meter._thread is not None and meter._thread.daemon  # never keeps the interpreter alive
-    assert set(handles) == {("handle", 1)}  # the readings are of the device asked for
-    assert calls == ["init", "shutdown"] and meter.samples[:3] == [10, 90, 50]
+    assert asked == [torch.device("cuda", 1)]  # CUDA's device 1, found in NVML by its UUID, not NVML's index 1
+    assert [c for c in calls if c[0] != "read"] == ["init", ("uuid", uuid), "shutdown"]
+    assert {c[1] for c in calls if c[0] == "read"} == {"gpu"} and meter.samples[:3] == [10, 90, 50]
     count = len(meter.samples)
     assert meter.mean_percent() == pytest.approx(sum(meter.samples) / count)
     assert len(meter.samples) == count  # the sampler stopped with the block
+
+
+def test_a_gpu_nvml_does_not_know_by_uuid_is_found_by_its_pci_bus_id(monkeypatch):
+    calls: list = []
+    fake = _fake_nvml(calls, uuids={}, buses={"00000000:3B:00.0": "gpu on bus 3b"}, readings=iter([7] * 10000))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    _cuda_properties(monkeypatch, uuid="MIG-a-slice")
+    with GpuUtilisation(torch.device("cuda", 0), interval_s=0.001) as meter:
+        while not meter.samples:
+            pass
+    assert ("bus", "00000000:3B:00.0") in calls and {c[1] for c in calls if c[0] == "read"} == {"gpu on bus 3b"}
+
+
+def test_utilisation_that_cannot_be_sampled_says_why(monkeypatch):
+    from helpers.timeline import gpu_utilisation_unavailable
+
+    assert gpu_utilisation_unavailable("cpu") == "no GPU on this device"
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # nvidia-ml-py not installed
+    assert gpu_utilisation_unavailable("cuda").startswith("NVML missing") and "nvidia-ml-py" in (
+        gpu_utilisation_unavailable("cuda") or ""
+    )
+
+    def no_library():
+        raise _NVMLError("NVML Shared Library Not Found")
+
+    fake = _fake_nvml([], uuids={}, buses={}, readings=iter([]))
+    fake.nvmlInit = no_library
+    monkeypatch.setitem(sys.modules, "pynvml", fake)  # the bindings without the driver's library
+    assert gpu_utilisation_unavailable("cuda") == "NVML missing (NVML Shared Library Not Found)"
+    fake.nvmlInit = lambda: None
+    assert gpu_utilisation_unavailable("cuda:0") is None
 
 
 def test_gpu_utilisation_says_what_to_install(monkeypatch):

@@ -118,7 +118,16 @@ def _dali_decoder(paths: list[Path], device: torch.device) -> Decoder | dict[str
     if device.type != "cuda":
         return {"decoder": "NVIDIA DALI", "images_per_s": None, "note": "skipped: DALI decodes on a GPU"}
 
-    @pipeline_def(batch_size=len(paths), num_threads=4, device_id=device.index or 0)
+    # one batch at a time, made when run() asks: DALI's default pipelined executor decodes the next batches ahead
+    # (prefetch_queue_depth=2), in the background, while the other decoders are being timed
+    @pipeline_def(
+        batch_size=len(paths),
+        num_threads=4,
+        device_id=device.index or 0,
+        prefetch_queue_depth=1,
+        exec_pipelined=False,
+        exec_async=False,
+    )
     def decode_pipeline():
         jpegs, _ = fn.readers.file(files=[str(p) for p in paths])
         return fn.decoders.image(jpegs, device="mixed")

@@ -23,7 +23,7 @@ from torchvision.datasets import ImageFolder
 
 from ..atomic import build_once
 from ..augment import ToUnitFloat
-from ..device_crop import IMAGENET_MEAN, IMAGENET_STD, ToChannelsLast, decode_jpegs, device_train_augment
+from ..device_crop import IMAGENET_MEAN, IMAGENET_STD, Normalize, ToChannelsLast, decode_jpegs, device_train_augment
 from ..jpeg_crop import ReducedCropDataset, decode_crop, jpeg_reduction, random_resized_crop_box
 from ..loading import loader_generator, make_loader, seed_worker
 from ..measure import to_device
@@ -113,7 +113,7 @@ def finish_on_device(jitter: float = 0.2) -> nn.Sequential:
     return nn.Sequential(
         ToUnitFloat(),
         K.ColorJitter(jitter, jitter, jitter, 0.0, p=1.0),
-        K.Normalize(torch.tensor(IMAGENET_MEAN), torch.tensor(IMAGENET_STD)),
+        Normalize(IMAGENET_MEAN, IMAGENET_STD),  # its buffers move with .to(device); kornia's statistics do not
         ToChannelsLast(),
     )
 
@@ -183,11 +183,19 @@ def classifier(name: str) -> Callable[[], nn.Module]:
 # --- the ladder ------------------------------------------------------------------------------------------------------
 
 
-def _workers_loader(dataset: Dataset, batch: int, workers: int, *, collate: Callable | None = None) -> DataLoader:
-    """A DataLoader with the course's seeding, `workers` persistent workers, optionally a list collate."""
+def _workers_loader(
+    dataset: Dataset, batch: int, workers: int, *, pin: bool, collate: Callable | None = None
+) -> DataLoader:
+    """A DataLoader with the course's seeding, `workers` persistent workers, batches pinned when `pin` (on CUDA, as
+    the post's rung pins them: the copy to the device then need not wait), optionally a list collate."""
     if collate is None:
         return make_loader(
-            dataset, batch, num_workers=workers, persistent_workers=workers > 0, samples_per_epoch=SAMPLES
+            dataset,
+            batch,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            samples_per_epoch=SAMPLES,
+            pin_memory=pin,
         )
     # torch's Dataset declares no __len__ (an iterable-style one has none); RandomSampler is for a map-style one
     sampler = torch.utils.data.RandomSampler(dataset, num_samples=SAMPLES, generator=loader_generator(0))  # type: ignore[arg-type]
@@ -201,6 +209,7 @@ def _workers_loader(dataset: Dataset, batch: int, workers: int, *, collate: Call
         worker_init_fn=seed_worker,
         generator=loader_generator(0),
         collate_fn=collate,
+        pin_memory=pin,
         **extra,
     )
 
@@ -233,13 +242,16 @@ def folder_ladder(
         )
 
     def reduced() -> Iterable:
-        return OnDevice(_workers_loader(ReducedCropDataset(samples, size), batch, workers), finish_on_device(), device)
+        loader = _workers_loader(ReducedCropDataset(samples, size), batch, workers, pin=cuda)
+        return OnDevice(loader, finish_on_device(), device)
 
     def stored() -> Iterable:
-        return OnDevice(_workers_loader(StoreCropDataset(store, size), batch, workers), finish_on_device(), device)
+        return OnDevice(
+            _workers_loader(StoreCropDataset(store, size), batch, workers, pin=cuda), finish_on_device(), device
+        )
 
     def batched_decode() -> Iterable:  # CUDA: files' bytes to the GPU, nvJPEG there; a CPU: decoded in the workers
-        loader = _workers_loader(EncodedFiles(samples, decode=not cuda), batch, workers, collate=as_list)
+        loader = _workers_loader(EncodedFiles(samples, decode=not cuda), batch, workers, pin=cuda, collate=as_list)
         return OnDevice(loader, device_train_augment(size), device, decode=cuda)
 
     def sharded() -> Iterable:
@@ -250,6 +262,7 @@ def folder_ladder(
             num_workers=workers,
             worker_init_fn=seed_worker,
             persistent_workers=workers > 0,
+            pin_memory=cuda,
         )
         return OnDevice(loader, finish_on_device(), device)
 

@@ -29,7 +29,7 @@ from ..env import environment_report, format_environment_report, resolve_device,
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
 from ..loadmeter import busy_cores, cpu_budget, intra_op_threads
-from ..measure import PipelineProbe, seconds_per_call, steps_in_budget
+from ..measure import PipelineProbe, allocated_device_memory_bytes, seconds_per_call, steps_in_budget
 from ..models import ESPCN, build_model, describe_model
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache
@@ -153,6 +153,7 @@ class _Turn:
     loader_batches: int = 1
     steps: int = 1
     threads: int = 1
+    resident_bytes: int | None = None  # CUDA: what building the rung left allocated (model, optimizer, data, batches)
 
 
 def _build(rung: Rung, device: torch.device, turn_s: float, cores: int, busy: int = 0) -> _Turn:
@@ -161,6 +162,7 @@ def _build(rung: Rung, device: torch.device, turn_s: float, cores: int, busy: in
     Its workers are shut down until its first turn."""
     threads = _rung_threads(rung, cores, busy)
     torch.manual_seed(0)
+    before = allocated_device_memory_bytes(device)  # the rungs built earlier, and anything else held already
     with intra_op_threads(threads):
         probe = PipelineProbe(
             rung.build(), rung.make_step(rung.model().to(device)), device, premade=2, warmup=max(1, rung.workers)
@@ -176,7 +178,18 @@ def _build(rung: Rung, device: torch.device, turn_s: float, cores: int, busy: in
             threads,
         )
     probe.pause()
+    if before is not None:
+        turn.resident_bytes = (allocated_device_memory_bytes(device) or 0) - before
     return turn
+
+
+def _peak_device_mib(turn: _Turn) -> float | None:
+    """A rung's own peak device memory: what it holds (built) plus the most its turns' blocks allocated beyond what
+    was held when each started; not the process's peak (another rung's, or the 224-px batch search's)."""
+    if turn.resident_bytes is None:  # off CUDA
+        return None
+    above = turn.probe.peak_above_start_bytes()
+    return None if above is None else (turn.resident_bytes + above) / 2**20
 
 
 def _take_turn(turn: _Turn) -> None:
@@ -284,7 +297,7 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
         "premade_step_ms": fed.premade_step_ms,
         "rounds": len(probe.rates("alone")),
         "steps_per_turn": turn.steps,
-        "peak_device_mib": fed.peak_device_mib,
+        "peak_device_mib": _peak_device_mib(turn),
         "load": fed.load.as_dict() if fed.load else None,
         "load_note": fed.load.note() if busy and fed.load else "",
         "doctor": diagnose_pipeline(as_printed, num_workers=turn.rung.workers, cpu_cores=cores).splitlines()[0],

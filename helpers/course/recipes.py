@@ -132,6 +132,14 @@ def _cap(expected_s: float, budget_s: float | None) -> float | None:
     return None if budget_s is None else CAP_FACTOR * max(expected_s, 1.0)
 
 
+def benchmark_fixed_shapes(device: torch.device) -> None:
+    """On CUDA, cudnn.benchmark on for a recipe whose training batches all have one shape (fixed crops, CIFAR's 32
+    px): cuDNN times its convolution algorithms once per new input shape and keeps the fastest, instead of taking its
+    heuristic's choice; the evaluation's few other shapes (a test set's image sizes) are searched once each."""
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+
+
 def sr_recipe(
     profile_name: str,
     device: torch.device,
@@ -145,6 +153,7 @@ def sr_recipe(
     split (BSD100) by the standard protocol; on CUDA the crops are cut on the device (the zero-CPU pipeline).
     `sizes` replaces the profile's (e.g. `dataclasses.replace(profile.sr, budget_s=300)`)."""
     sizes = sizes or resolve_profile(profile_name).sr
+    benchmark_fixed_shapes(device)  # before the calibration below, so it times the step that will run
     source = prepare_bsds300(progress=False)
     cache = DecodedSRCache(bsds300_split(source.root, "train"), scale=scale)
     lr, hr = cache.sample(sizes.batch, hr_crop=sizes.hr_crop, generator=torch.Generator().manual_seed(seed))
@@ -221,6 +230,7 @@ def cifar_recipe(
     augmentation, SGD + OneCycle, label smoothing, the fastest precision measured here; top-1 after each epoch.
     `sizes` replaces the profile's (e.g. `dataclasses.replace(profile.cifar, budget_s=300)`)."""
     sizes = sizes or resolve_profile(profile_name).cifar
+    benchmark_fixed_shapes(device)  # before the calibration below, so it times the step that will run
     source = prepare_cifar10(progress=False)
     images, labels = load_cifar10(source.root, train=True)
     test_images, test_labels = load_cifar10(source.root, train=False)
@@ -411,13 +421,15 @@ def main(argv: list[str] | None = None) -> int:
     say(f"run length: {recipe.plan}")
     say(recipe.data)
     say(format_environment_report(environment_report(device)) + f" | {context.world_size} process(es)")
+    failed = True  # until the run returns: a rank that raised or was interrupted leaves without a barrier
     try:
         history = run_recipe(recipe, checkpoint_dir=folder, resume=args.resume, context=context)
+        failed = False
     except KeyboardInterrupt:
         say(f"\ninterrupted: checkpoint in {folder / 'last.pt'}; continue with --resume")
         return 130
     finally:
-        cleanup_distributed()
+        cleanup_distributed(failed=failed)
     say(profile.label(f"after {run_summary(history, recipe)}: {result_sentence(history[-1], task=args.task)}"))
     if profile.is_smoke:
         say(

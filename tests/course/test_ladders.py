@@ -370,3 +370,39 @@ def test_the_doctor_reads_the_efficiency_the_table_prints(monkeypatch):
     row = ladders._row(ladders._Turn(rung, probe, threads=1), cores=4)
     assert row["pipeline_efficiency"] == 0.8 and row["efficiency_range"] == (0.7, 0.9) and row["doctor"] == "VERDICT"
     assert read[0].pipeline_efficiency == 0.8 and read[0].efficiency_range == (0.7, 0.9)
+
+
+def test_each_rungs_peak_device_memory_is_its_own(monkeypatch):
+    """A rung's "peak GPU MiB" is what it holds (its data and model, made when it is built) plus the most its steps
+    allocate beyond what was held when a block started: not the process's maximum, which the 224-px batch search
+    and the other rungs set."""
+    from torch import nn
+
+    from helpers import measure
+    from helpers.course import ladders
+    from helpers.course.ladders import Rung
+    from tests.test_measure import SimulatedAllocator
+
+    memory = SimulatedAllocator(monkeypatch, measure, ladders)
+    monkeypatch.setattr(ladders, "busy_cores", lambda: 0)
+    memory.allocate(10**6)
+    memory.allocate(-(10**6))  # the batch search's peak, freed
+
+    def rung(name: str, held: int, transient: int) -> Rung:
+        def build():
+            memory.allocate(held)  # its data on the device, kept while the ladder runs
+            return [(torch.zeros(4, 3), torch.zeros(4, 1))] * 4
+
+        def make_step(model):
+            def step(batch):
+                memory.allocate(transient)
+                memory.allocate(-transient)
+
+            return step
+
+        return Rung(name, build, lambda: nn.Linear(3, 1), workers=0, make_step=make_step, role=name)
+
+    rows, _ = ladders.run_ladder(
+        [rung("a", 4000, 300), rung("b", 1000, 800)], device=torch.device("cpu"), rounds=3, turn_s=0.01
+    )
+    assert [row["peak_device_mib"] * 2**20 for row in rows] == [4300, 1800]

@@ -35,7 +35,7 @@ def main(out_dir: Path) -> None:
         torch.arange(SAMPLES),
         batch_size=PER_RANK_BATCH,
         device=context.device,
-        augment=cifar_train_augment().to(context.device),
+        augment=cifar_train_augment(),  # built on the CPU, as a user builds it: the loader moves it
         seed=7,
         rank=context.rank,
         world_size=context.world_size,

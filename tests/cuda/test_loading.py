@@ -41,7 +41,13 @@ def test_device_tensor_loader_shards_per_rank_on_cuda_as_on_the_cpu(cuda):
 def test_device_tensor_loader_with_augmentation_on_cuda(cuda):
     images, labels = _numbered(64)
     loader = DeviceTensorLoader(
-        images, labels, batch_size=16, device=cuda, augment=cifar_train_augment().to(cuda), drop_last=True, seed=0
+        images,
+        labels,
+        batch_size=16,
+        device=cuda,
+        augment=cifar_train_augment(),
+        drop_last=True,
+        seed=0,  # on the CPU
     )
     batches = list(loader)
     assert len(batches) == 4

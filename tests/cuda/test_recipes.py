@@ -18,6 +18,8 @@ pytestmark = pytest.mark.cuda
 def offline_data(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("COURSE_OFFLINE", "1")
+    # a recipe turns cudnn.benchmark on for its fixed shapes (process-wide): not for the tests after this one
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
     return tmp_path
 
 
@@ -35,6 +37,7 @@ def test_sr_recipe_on_cuda_uses_the_zero_cpu_loader(offline_data, cuda):
 
 def test_cifar_recipe_on_cuda_keeps_the_dataset_on_the_gpu(offline_data, cuda):
     recipe = cifar_recipe("smoke", cuda)
+    assert torch.backends.cudnn.benchmark  # 32-px batches of one shape
     assert isinstance(recipe.loader, DeviceTensorLoader) and recipe.loader.images.device == cuda
     history = run_recipe(recipe, checkpoint_dir=offline_data / "cifar", progress=False)
     assert len(history) == recipe.epochs and 0 <= history[-1]["top1"] <= 1

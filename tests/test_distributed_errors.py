@@ -1,0 +1,91 @@
+"""The DDP error path on two gloo ranks: a rank whose loss turns NaN mid-run raises, leaves the process group with
+no barrier (a barrier there pairs with its peer's all-reduce and both wait for ever), and its peer's next collective
+fails, so both processes exit non-zero well within a minute."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from helpers.course import recipes
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT_S = 60  # both ranks gone by then, or the test fails (and kills them)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_rank_that_raises_mid_run_ends_both_ranks_non_zero_within_a_minute(tmp_path):
+    port = _free_port()
+    ranks = []
+    for rank in range(2):
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "CUDA_VISIBLE_DEVICES": "",  # gloo on the CPU even on a GPU machine
+            "PYTHONPATH": str(ROOT),
+            "OMP_NUM_THREADS": "1",
+        }
+        log = open(tmp_path / f"rank{rank}.log", "w")
+        command = [sys.executable, "-m", "tests.ddp_error_worker"]
+        ranks.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+    started, codes = time.monotonic(), [None, None]
+    try:
+        for index, process in enumerate(ranks):
+            codes[index] = process.wait(timeout=max(1.0, LIMIT_S - (time.monotonic() - started)))
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        for process in ranks:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    logs = [(tmp_path / f"rank{rank}.log").read_text() for rank in range(2)]
+    seconds = time.monotonic() - started
+    assert None not in codes, f"a rank was still running after {LIMIT_S} s (hung); logs:\n" + "\n".join(logs)
+    assert all(code != 0 for code in codes), f"exit codes {codes}; logs:\n" + "\n".join(logs)
+    assert "NonFiniteLossError" in logs[1] and "failed=True" in logs[1], logs[1]
+    assert "failed=True" in logs[0], logs[0]  # the peer's collective failed: it left without a barrier too
+    print(f"both ranks exited non-zero ({codes}) after {seconds:.1f} s")
+
+
+@pytest.mark.parametrize("error", [RuntimeError("CUDA out of memory"), KeyboardInterrupt()])
+def test_the_training_command_leaves_the_group_without_a_barrier_when_the_run_fails(monkeypatch, error):
+    """`python -m helpers.train` tells cleanup_distributed that the run failed (an error or Ctrl-C), and that it did
+    not when it returned."""
+    left: list[bool] = []
+    recipe = types.SimpleNamespace(description="d", precision=types.SimpleNamespace(reason="r"), plan="p", data="x")
+    monkeypatch.setattr(recipes, "prepare_cifar10", lambda **kwargs: None)
+    monkeypatch.setattr(recipes, "cifar_recipe", lambda *args, **kwargs: recipe)
+    monkeypatch.setattr(recipes, "cleanup_distributed", lambda *, failed=False: left.append(failed))
+
+    def failing_run(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(recipes, "run_recipe", failing_run)
+    if isinstance(error, KeyboardInterrupt):
+        assert recipes.main(["cifar", "--profile", "smoke"]) == 130
+    else:
+        with pytest.raises(RuntimeError, match="out of memory"):
+            recipes.main(["cifar", "--profile", "smoke"])
+    assert left == [True]
+    monkeypatch.setattr(recipes, "run_recipe", lambda *args, **kwargs: [{}])
+    monkeypatch.setattr(recipes, "run_summary", lambda history, recipe: "")
+    monkeypatch.setattr(recipes, "result_sentence", lambda record, task: "")
+    assert recipes.main(["cifar", "--profile", "smoke"]) == 0
+    assert left == [True, False]
