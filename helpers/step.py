@@ -111,8 +111,11 @@ class TrainStep:
             raise ValueError(f"scheduler_interval must be one of {SCHEDULER_INTERVALS}, not {scheduler_interval!r}")
         self.device = torch.device(device)
         self.dtype = autocast_dtype(precision)
-        if precision == "bf16" and self.device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ValueError(f"bf16 was requested but {torch.cuda.get_device_name(self.device)} does not support it")
+        if precision == "bf16" and self.device.type == "cuda" and "bf16" not in native_precisions(self.device):
+            raise ValueError(
+                f"bf16 was requested but {torch.cuda.get_device_name(self.device)} runs it only emulated (slower than "
+                "fp16): use precision='fp16' there"
+            )
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         self.precision, self.accumulation_steps = precision, accumulation_steps
         self.channels_last, self.scheduler, self.max_grad_norm = channels_last, scheduler, max_grad_norm

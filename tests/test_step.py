@@ -150,6 +150,17 @@ def test_native_precisions_follow_the_hardware(monkeypatch):
     assert native_precisions("cuda") == ["fp32", "fp16", "bf16"]
 
 
+def test_bf16_on_a_gpu_that_only_emulates_it_is_refused_with_fp16_named(monkeypatch):
+    # torch.cuda.is_bf16_supported() says True on a T4 (bf16 through emulation, slower than fp16): the step asks
+    # native_precisions, which goes by compute capability
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    model = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match=r"Tesla T4 runs it only emulated.*precision='fp16'"):
+        TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cuda", precision="bf16")
+
+
 def test_fastest_precision_times_the_candidates_interleaved_and_says_why(data, monkeypatch, tmp_path):
     x, y = data
     model, _ = _model_and_optimizer()
