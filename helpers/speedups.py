@@ -5,7 +5,7 @@ them, interleaved with ranges, that says what each costs (compile time) and afte
 
 The fast choice is the default where it is safe: fused/foreach optimizers, cudnn.benchmark (CUDA, fixed shapes)
 and channels_last with AMP on CUDA. torch.compile is opt-in: it costs compile time at start-up (and again for
-every new input shape) and needs a toolchain (a C++ compiler on a CPU, Triton on CUDA).
+every new input shape) and needs a toolchain (a C++ compiler on a CPU; Triton and a host C compiler on CUDA).
 
 Copy with: step.py and precision.py (the step it speeds up and the interleaved timing).
 Needs: torch.
@@ -20,6 +20,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sysconfig
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,32 +35,47 @@ from .precision import interleaved_times
 from .step import TrainStep
 
 
-@functools.lru_cache(maxsize=4)
-def compiler_status(device_type: str) -> tuple[bool, str]:
-    """Whether torch.compile can run on this device type here, and why not when it cannot: a CPU needs a working C++
-    compiler (tried on a two-line program), CUDA needs Triton."""
-    if not hasattr(torch, "compile"):
-        return False, f"torch {torch.__version__} has no torch.compile"
-    if device_type == "cuda":
-        found = importlib.util.find_spec("triton") is not None
-        return found, "Triton is installed" if found else "Triton is not installed (torch.compile on CUDA needs it)"
-    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
-    if compiler is None:
-        return False, "no C++ compiler found (torch.compile on a CPU needs one: install g++ or clang)"
+def _builds(compiler: str, language: str, source: str, *flags: str) -> str | None:
+    """None when `compiler` builds `source` into a program, else why not (its message, cut short)."""
     with tempfile.TemporaryDirectory() as folder:
         try:
             done = subprocess.run(
-                [compiler, "-x", "c++", "-", "-o", str(Path(folder) / "a.out")],
+                [compiler, "-x", language, "-", *flags, "-o", str(Path(folder) / "a.out")],
                 text=True,
-                input="int main() { return 0; }\n",
+                input=source,
                 capture_output=True,
                 timeout=60,
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as error:
-            return False, f"the C++ compiler {compiler} does not run ({error})"
-    if done.returncode:
-        return False, f"the C++ compiler {compiler} cannot build a test program: {done.stderr.strip()[:200]}"
+            return f"does not run ({error})"
+    return f"cannot build a test program: {done.stderr.strip()[:200]}" if done.returncode else None
+
+
+@functools.lru_cache(maxsize=4)
+def compiler_status(device_type: str) -> tuple[bool, str]:
+    """Whether torch.compile can run on this device type here, and why not when it cannot: a CPU needs a working C++
+    compiler, CUDA needs Triton and a host C compiler that builds against Python.h (Triton's kernel launchers)."""
+    if not hasattr(torch, "compile"):
+        return False, f"torch {torch.__version__} has no torch.compile"
+    if device_type == "cuda":
+        if importlib.util.find_spec("triton") is None:
+            return False, "Triton is not installed (torch.compile on CUDA needs it)"
+        # Triton looks for $CC, then gcc, then clang, and compiles each kernel's launcher against Python.h
+        compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+        if compiler is None:
+            return False, "no host C compiler ($CC, gcc or clang): Triton needs one to build its kernel launchers"
+        include = sysconfig.get_paths()["include"]
+        why = _builds(compiler, "c", "#include <Python.h>\nint main(void) { return 0; }\n", f"-I{include}")
+        if why is not None:
+            return False, f"the C compiler {compiler} {why} (Triton builds against Python.h: install python3-dev)"
+        return True, f"Triton is installed and {compiler} builds against Python.h"
+    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
+    if compiler is None:
+        return False, "no C++ compiler found (torch.compile on a CPU needs one: install g++ or clang)"
+    why = _builds(compiler, "c++", "int main() { return 0; }\n")
+    if why is not None:
+        return False, f"the C++ compiler {compiler} {why}"
     return True, f"C++ compiler {compiler} works"
 
 

@@ -57,6 +57,31 @@ def test_a_broken_compiler_is_named(monkeypatch, tmp_path):
         compiler_status.cache_clear()
 
 
+def test_compile_on_cuda_needs_triton_and_a_c_compiler_that_builds_against_python_h(monkeypatch, tmp_path):
+    real_find_spec = speedups.importlib.util.find_spec
+    monkeypatch.setattr(
+        speedups.importlib.util, "find_spec", lambda n: object() if n == "triton" else real_find_spec(n)
+    )
+    broken = tmp_path / "cc"
+    broken.write_text("#!/bin/sh\necho 'fatal error: Python.h: No such file or directory' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    cases = [
+        ({"CC": str(broken)}, lambda name: None, False, "cannot build a test program: fatal error: Python.h"),
+        ({}, lambda name: None, False, "no host C compiler ($CC, gcc or clang)"),
+    ]
+    for env, which, usable, reason in cases:
+        compiler_status.cache_clear()
+        monkeypatch.delenv("CC", raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(speedups.shutil, "which", which)
+        try:
+            found, why = compiler_status("cuda")
+            assert (found, reason in why) == (usable, True), why
+        finally:
+            compiler_status.cache_clear()
+
+
 @pytest.mark.parametrize("kind", ["sgd", "adam", "adamw"])
 def test_fast_optimizers_train_like_the_plain_ones(kind):
     x, y = _example()
