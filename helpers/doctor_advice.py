@@ -138,7 +138,11 @@ def _cpu_budget(facts: PipelineFacts, other_cores: float | None) -> list[str]:
     fit = cpu_budget(workers, cores, busy)
     others = f", other processes using {other_cores:.1f} of them" if busy else ""
     if workers + threads > cores - busy and fit != (workers, threads):
-        free = f"the {cores - busy} of {cores} cores other processes left free" if busy else f"{cores} cores"
+        free = f"{cores} cores"
+        if busy and cores > busy:
+            free = f"the {cores - busy} of {cores} cores other processes left free ({other_cores:.1f} used)"
+        elif busy:
+            free = f"the cores other processes left free (they used {other_cores:.1f} of {cores})"
         return [
             f"- fewer DataLoader workers or intra-op threads: {workers} worker{'s' * (workers != 1)} + {threads} "
             f"thread{'s' * (threads != 1)} exceed {free}; num_workers={fit[0]} and torch.set_num_threads({fit[1]}) "

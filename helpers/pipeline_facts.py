@@ -86,7 +86,8 @@ class PipelineFacts:
         if self.inputs_dtype:
             parts.append(f"inputs {self.inputs_dtype.removeprefix('torch.')} on {self.inputs_device}")
         parts.append(f"task: {self.task}; step on {self.device}" + (f", {self.precision}" if self.precision else ""))
-        parts.append(f"{self.intra_op_threads} intra-op threads, {self.cpu_cores} cores")
+        threads = f"{self.intra_op_threads} intra-op thread{'s' * (self.intra_op_threads != 1)}"
+        parts.append(f"{threads}, {self.cpu_cores} cores")
         return "; ".join(parts)
 
 

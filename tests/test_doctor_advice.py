@@ -117,3 +117,13 @@ def test_pin_memory_is_advised_only_for_a_cuda_step_fed_from_the_cpu():
     facts = dict(pin_memory=False, inputs_device="cpu")
     assert any("pin_memory=True" in line for line in advice_for("INPUT-BOUND", _facts(device="cuda:0", **facts)))
     assert not any("pin_memory" in line for line in advice_for("INPUT-BOUND", _facts(device="cpu", **facts)))
+
+
+def test_threads_beyond_the_cores_other_processes_left_are_fitted_to_the_budget():
+    # the measured case: 1 worker + 2 intra-op threads on 2 cores while other processes used 1.7 of them
+    facts = _facts(num_workers=1, intra_op_threads=2, cpu_cores=2)
+    (line, *_) = advice_for(COMPETES, facts, other_cores=1.7)
+    assert "1 worker + 2 threads exceed the cores other processes left free (they used 1.7 of 2)" in line
+    assert "num_workers=1 and torch.set_num_threads(1)" in line and "lesson 02: the CPU budget" in line
+    (line, *_) = advice_for(COMPETES, facts, other_cores=0.6)
+    assert "exceed the 1 of 2 cores other processes left free (0.6 used)" in line
