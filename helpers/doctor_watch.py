@@ -12,7 +12,8 @@ and diagnoses.
 
 The loop trains on the replayed batches too: the doctor measures, it does not keep the run. The training loader is
 the one whose batches are followed by optimizer steps; an interval in which another DataLoader (a validation one)
-was read is not timed.
+was read, or no optimizer step ran (the first micro-batches of a gradient accumulation), is not timed. Only
+DataLoader iterators are seen: a loader of another kind is measured with `doctor.diagnose` instead.
 
 Copy with: diagnosis.py (the report) with bottleneck.py, doctor_advice.py, pipeline_facts.py, env.py, loadmeter.py,
 measure.py, memory.py and pipeline_result.py.
