@@ -68,24 +68,27 @@ def one_core_busy():
     before = os.sched_getaffinity(0)
     busy, mine = sorted(before)[:2]
     priority = _raise_priority()
-    if priority is None:
-        meter = LoadMeter()
-        with meter:
-            time.sleep(0.5)
-        if meter.total().other_cores >= 0.5:  # type: ignore[union-attr]
-            pytest.skip("the machine is busy with other work and this user may not raise its priority")
-    started = subprocess.run(
-        ["sh", "-c", f"taskset -c {busy} {sys.executable} -c 'while 1: pass' >/dev/null 2>&1 & echo $!"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    hog = int(started.stdout.strip())
-    os.sched_setaffinity(0, {mine})
+    hog = None
     try:
+        if priority is None:
+            meter = LoadMeter()
+            with meter:
+                time.sleep(0.5)
+            if meter.total().other_cores >= 0.5:  # type: ignore[union-attr]
+                pytest.skip("the machine is busy with other work and this user may not raise its priority")
+        # started through a parent that exits at once (the busy process holds none of its pipes), so it is no
+        # child of this one: the load meter counts it as another process's, as one started from a shell
+        spin = f"import os; os.sched_setaffinity(0, {{{busy}}})\nwhile 1: pass"
+        quiet = "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL"
+        launch = f"import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', {spin!r}], {quiet}).pid)"
+        started = subprocess.run([sys.executable, "-c", launch], capture_output=True, text=True, check=True, timeout=30)
+        hog = int(started.stdout.strip())
+        os.kill(hog, 0)  # it runs (raises if it does not)
+        os.sched_setaffinity(0, {mine})
         yield
     finally:
-        os.kill(hog, 9)  # by its own id, never by name
+        if hog is not None:
+            os.kill(hog, 9)  # by its own id, never by name
         os.sched_setaffinity(0, before)
         if priority is not None:
             AUTOGROUP.write_text(priority)
