@@ -16,6 +16,8 @@ from __future__ import annotations
 from .loadmeter import cpu_budget
 from .pipeline_facts import FOLDER_CROPS, ON_DEVICE_LOADERS, PipelineFacts
 
+FILE_FOLDERS = {"ImageFolder", "DatasetFolder"}  # torchvision datasets that decode a file per sample
+
 LESSON_DECODE = "lesson 02: the lazy-crop dataset and the decoded cache"
 LESSON_BUDGET = "lesson 02: the CPU budget"
 LESSON_DEVICE = "lesson 04: augmentation and the whole dataset on the device"
@@ -27,8 +29,11 @@ LESSON_FOLDER = "lesson 07: reduced-size decoding and the pre-resized store"
 def _decode_once(facts: PipelineFacts) -> list[str]:
     """Keep decoded pixels instead of decoding files per sample, with the pieces for the task (none if in use)."""
     if facts.task == "classification" and facts.loader != "DeviceTensorLoader":
-        fits = facts.dataset_bytes is not None and (
-            facts.free_device_bytes is None or facts.dataset_bytes < 0.5 * facts.free_device_bytes
+        # a folder of files holds whole photographs, not its crops: keep them decoded once at a smaller size instead
+        fits = (
+            facts.dataset not in FILE_FOLDERS
+            and facts.dataset_bytes is not None
+            and (facts.free_device_bytes is None or facts.dataset_bytes < 0.5 * facts.free_device_bytes)
         )
         instead = "per-sample indexing and collation" if facts.decoded else "PIL transforms per sample"
         if fits:

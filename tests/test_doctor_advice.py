@@ -127,3 +127,14 @@ def test_threads_beyond_the_cores_other_processes_left_are_fitted_to_the_budget(
     assert "num_workers=1 and torch.set_num_threads(1)" in line and "lesson 02: the CPU budget" in line
     (line, *_) = advice_for(COMPETES, facts, other_cores=0.6)
     assert "exceed the 1 of 2 cores other processes left free (0.6 used)" in line
+
+
+def test_a_folder_of_photographs_is_advised_the_store_not_its_crops_on_the_device():
+    # an ImageFolder's 224-px crops would "fit" on the device, but the dataset is its photographs, cut anew each epoch
+    folder = dict(task="classification", dataset_bytes=10 * 2**20, inputs_dtype="torch.float32", inputs_device="cpu")
+    facts = _facts(dataset="ImageFolder", num_workers=1, intra_op_threads=1, cpu_cores=2, **folder)
+    advice = "\n".join(advice_for(COMPETES, facts))
+    assert "StoreCropDataset" in advice and "ReducedCropDataset" in advice and "lesson 07" in advice
+    assert "DeviceTensorLoader" not in advice
+    in_memory = "\n".join(advice_for("INPUT-BOUND", _facts(dataset="CIFAR10", **folder)))
+    assert "DeviceTensorLoader" in in_memory  # a small in-memory set does go whole onto the device
