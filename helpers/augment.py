@@ -2,6 +2,11 @@
 plus normalisation and its inverse for display. Crop and flip run on the uint8 batch (a quarter of float's bytes);
 without colour jitter the conversion to normalised float is then one pass: to float, multiply-add in place.
 
+A dataset's statistics are never hidden behind a generic name: `normalize_only` and `denormalize` take the mean and
+std you give them (CIFAR10_MEAN / CIFAR10_STD here, device_crop.IMAGENET_MEAN / IMAGENET_STD, or your own); only the
+functions named for CIFAR default to CIFAR's. The normalised output is channels_last unless `channels_last=False`
+(each function that chooses says so, and the module's repr shows it).
+
 Copy with: images.py (the uint8 to float conversion).
 Needs: torch, kornia, numpy, pillow (the last two through images.py).
 """
@@ -93,7 +98,8 @@ class BatchHorizontalFlip(torch.nn.Module):
 
 class NormalizeToFloat(torch.nn.Module):
     """uint8 (or [0, 1] float) images to Normalize(mean, std) float32: one conversion and one multiply-add in
-    place per pixel, returned in channels_last (or contiguous) memory format."""
+    place per pixel, returned in channels_last memory format by default (`channels_last=False`: contiguous NCHW);
+    its repr says which."""
 
     scale: torch.Tensor  # buffers, registered in __init__
     shift: torch.Tensor
@@ -104,6 +110,12 @@ class NormalizeToFloat(torch.nn.Module):
         self.register_buffer("scale", 1 / std_t, persistent=False)
         self.register_buffer("shift", -mean_t / std_t, persistent=False)
         self.channels_last = channels_last
+        self.mean, self.std = tuple(mean), tuple(std)
+
+    def extra_repr(self) -> str:
+        """The statistics and the output's memory format, as print(module) shows them."""
+        layout = "channels_last output" if self.channels_last else "contiguous (NCHW) output"
+        return f"mean={self.mean}, std={self.std}, {layout}"
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """(images / 255 if uint8) * (1 / std) - mean / std, as float32."""
@@ -128,7 +140,8 @@ def cifar_train_augment(
 ) -> torch.nn.Sequential:
     """The course's batch augmentation for 32-px classification, per sample, on the batch's device: random crop
     with `padding_mode` padding and a horizontal flip on uint8 (one copy), then (when `jitter` or `grayscale_p`) kornia's
-    ColorJitter with probability `jitter_p` and RandomGrayscale, and Normalize to float. With `jitter=0` and
+    ColorJitter with probability `jitter_p` and RandomGrayscale, and Normalize to float with CIFAR-10's mean and std
+    unless given others, returned channels_last (`channels_last=False`: contiguous). With `jitter=0` and
     `grayscale_p=0` the conversion is one step (see torchvision_cifar_augment for the torchvision recipe).
     """
     steps: list[torch.nn.Module | None] = [BatchRandomCrop(size, padding, padding_mode, flip_p=0.5)]
@@ -150,24 +163,26 @@ def torchvision_cifar_augment(
 ) -> torch.nn.Sequential:
     """The torchvision CIFAR recipe it replaces, per sample on the batch: RandomCrop(32, padding=4) with zero
     padding, RandomHorizontalFlip(), ToTensor(), Normalize((0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)),
-    no jitter: crop and flip on uint8, then one conversion to normalised float."""
+    no jitter: crop and flip on uint8, then one conversion to normalised float, channels_last unless
+    `channels_last=False`."""
     return cifar_train_augment(
         mean=mean, std=std, padding_mode="constant", jitter=0.0, grayscale_p=0.0, channels_last=channels_last
     )
 
 
 def normalize_only(
-    mean: tuple[float, ...] = CIFAR10_MEAN, std: tuple[float, ...] = CIFAR10_STD, *, channels_last: bool = True
+    mean: tuple[float, ...], std: tuple[float, ...], *, channels_last: bool = True
 ) -> torch.nn.Sequential:
-    """Evaluation preprocessing on the device: uint8 -> Normalize(mean, std) float32, the training augmentation's final
-    conversion (NormalizeToFloat, channels_last by default), so evaluation batches reach the model in its layout."""
+    """Evaluation preprocessing on the device: uint8 -> Normalize(mean, std) float32 with the statistics you give
+    (the ones your training normalised with: CIFAR10_MEAN, CIFAR10_STD for cifar_train_augment's), the training
+    augmentation's final conversion (NormalizeToFloat), returned channels_last unless `channels_last=False`, so
+    evaluation batches reach the model in its layout."""
     return torch.nn.Sequential(NormalizeToFloat(mean, std, channels_last=channels_last))
 
 
-def denormalize(
-    images: torch.Tensor, *, mean: tuple[float, ...] = CIFAR10_MEAN, std: tuple[float, ...] = CIFAR10_STD
-) -> torch.Tensor:
-    """Undo Normalize for display: images * std + mean, clamped to [0, 1]."""
+def denormalize(images: torch.Tensor, *, mean: tuple[float, ...], std: tuple[float, ...]) -> torch.Tensor:
+    """Undo Normalize(mean, std) for display, with the statistics it normalised with: images * std + mean, clamped
+    to [0, 1]."""
     shape = (1, -1, 1, 1) if images.ndim == 4 else (-1, 1, 1)
     std_t = torch.tensor(std, device=images.device).view(shape)
     mean_t = torch.tensor(mean, device=images.device).view(shape)

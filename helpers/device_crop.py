@@ -149,14 +149,15 @@ class ToChannelsLast(torch.nn.Module):
 def device_train_augment(
     size: int = 224,
     *,
+    mean: Sequence[float],
+    std: Sequence[float],
     jitter: float = 0.2,
-    mean: Sequence[float] = IMAGENET_MEAN,
-    std: Sequence[float] = IMAGENET_STD,
     generator: torch.Generator | None = None,
 ) -> torch.nn.Sequential:
-    """The CIFAR post's RandomResizedCrop(224) + flip + ColorJitter(0.2, 0.2, 0.2) + Normalize, per sample, on the
-    batch's device: decoded uint8 images (a list of any sizes, or a batch) in, normalised channels_last float out.
-    `jitter=0` leaves the jitter out."""
+    """The CIFAR post's RandomResizedCrop(224) + flip + ColorJitter(0.2, 0.2, 0.2) + Normalize(mean, std), per
+    sample, on the batch's device: decoded uint8 images (a list of any sizes, or a batch) in, normalised float out in
+    channels_last memory format (the last step, ToChannelsLast). Give the statistics your model expects (ImageNet's
+    IMAGENET_MEAN, IMAGENET_STD for ImageNet-trained weights); `jitter=0` leaves the jitter out."""
     steps: list[torch.nn.Module] = [BatchRandomResizedCrop(size, generator=generator), K.RandomHorizontalFlip()]
     if jitter:
         steps.append(K.ColorJitter(jitter, jitter, jitter, 0.0, p=1.0))

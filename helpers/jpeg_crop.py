@@ -1,7 +1,10 @@
 """Reduced-size JPEG decoding for RandomResizedCrop: draw the crop box from the file's header first, then let the
 JPEG decoder produce only as many pixels as that box needs (PIL's `draft`: DCT scaling by 1/2, 1/4 or 1/8), map the
-box onto the reduced image and resize it to the output size. A 500x375 photograph cropped small decodes at a quarter
-or less of the pixels; a box that needs every pixel decodes at full size, exactly as PIL does.
+box onto the reduced image and resize it to the output size. A box is decoded reduced only when it is at least twice
+the output size on both sides: at 224 px that needs a box of 448 x 448 or more, which a 500x375 photograph never
+has (its boxes decode at full size, exactly as PIL does); a 4000x3000 photograph's boxes mostly reduce, at a quarter
+of the pixels or less. What this module saves is therefore the photograph's size against the output's: measure it
+on your own files (`jpeg_reduction` on the boxes `random_resized_crop_box` draws).
 
 Copy with: images.py (the RGB conversion and the error that names a bad file).
 Needs: numpy, pillow, torch, torchvision.
@@ -91,8 +94,9 @@ def decode_crop(
 
 class ReducedCropDataset(Dataset):
     """(path, label) samples (e.g. ImageFolder(root).samples) as RandomResizedCrop(`size`) + horizontal flip, each
-    decoded at reduced size: a uint8 (3, size, size) tensor and the label. Colour jitter and normalisation are left
-    to the batch on the device (see device_crop.py), where they are one kernel per batch."""
+    decoded at reduced size where its box allows (see the module's docstring): a uint8 (3, size, size) tensor and
+    the label. Colour jitter and normalisation are left to the batch on the device (see device_crop.py), where they
+    are one kernel per batch. Its repr says what it yields."""
 
     def __init__(
         self,
@@ -106,6 +110,15 @@ class ReducedCropDataset(Dataset):
     ) -> None:
         self.samples, self.size, self.scale, self.ratio = list(samples), size, scale, ratio
         self.flip, self.reduce = flip, reduce
+
+    def __repr__(self) -> str:
+        decode = "JPEGs decoded at reduced size where the box allows" if self.reduce else "decoded at full size"
+        flip = ", a random horizontal flip" if self.flip else ", no flip"
+        return (
+            f"ReducedCropDataset: {len(self)} samples, uint8 (3, {self.size}, {self.size}) RandomResizedCrop "
+            f"(scale {tuple(self.scale)}, ratio {tuple(round(r, 3) for r in self.ratio)}){flip}, {decode}; "
+            "not normalised"
+        )
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
 
 from .measure import PipelineProbe, time_batches
 from .seeding import rank_seed
@@ -34,6 +34,35 @@ def loader_generator(seed: int, rank: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(rank_seed(seed, rank))
 
 
+class SeededDataLoader(DataLoader):
+    """make_loader's DataLoader: torch's own, plus a repr that states what it yields (batches an epoch, the last
+    one's size or what drop_last drops, the order, workers, the seed)."""
+
+    seed, rank = 0, 0
+
+    def __repr__(self) -> str:
+        workers = f"{self.num_workers} worker{'s' * (self.num_workers != 1)}"
+        try:
+            samples = len(self.sampler)  # type: ignore[arg-type]
+        except TypeError:  # an iterable-style dataset: no length to count batches by
+            return f"DataLoader (make_loader): batches of {self.batch_size} from an iterable dataset, {workers}"
+        rest = samples % (self.batch_size or 1)
+        if not rest:
+            last = ""
+        elif self.drop_last:
+            last = (
+                f", the last {rest} sample{'s' * (rest != 1)} dropped (drop_last=True; DataLoader's default keeps them)"
+            )
+        else:
+            last = f", the last of {rest}"
+        kinds = {RandomSampler: "shuffled", SequentialSampler: "in order"}
+        order = kinds.get(type(self.sampler), f"drawn by {type(self.sampler).__name__}")
+        return (
+            f"DataLoader (make_loader): {len(self)} batches an epoch of {self.batch_size}{last}, {order}, {workers}, "
+            f"seed {self.seed}" + (f", rank {self.rank}" if self.rank else "")
+        )
+
+
 def make_loader(
     dataset: Dataset,
     batch_size: int,
@@ -48,11 +77,14 @@ def make_loader(
     persistent_workers: bool = False,
     sampler: Any = None,
     samples_per_epoch: int | None = None,
-) -> DataLoader:
-    """A DataLoader with reproducible per-worker, per-rank seeding and the tuning knobs exposed.
+) -> SeededDataLoader:
+    """A DataLoader with reproducible per-worker, per-rank seeding and the tuning knobs exposed; `print()` it to see
+    what it yields.
 
-    `samples_per_epoch` draws that many samples per epoch (several random crops per image), so a small dataset
-    does not restart its workers every few batches.
+    Unlike DataLoader's default, `drop_last=True`: an epoch's last short batch is dropped, so every batch holds
+    `batch_size` samples (what a compiled or BatchNorm model trains on best); pass `drop_last=False` to keep it, as a
+    plain DataLoader does. `samples_per_epoch` draws that many samples per epoch (several random crops per image),
+    so a small dataset does not restart its workers every few batches.
     """
     extra: dict[str, Any] = {}
     generator = loader_generator(seed, rank)
@@ -61,7 +93,7 @@ def make_loader(
         sampler = RandomSampler(dataset, num_samples=samples_per_epoch, generator=generator)  # type: ignore[arg-type]
     if num_workers > 0:
         extra.update(prefetch_factor=prefetch_factor or 2, persistent_workers=persistent_workers)
-    return DataLoader(
+    loader = SeededDataLoader(
         dataset,
         batch_size=batch_size,
         shuffle=shuffle if sampler is None else False,
@@ -73,6 +105,8 @@ def make_loader(
         generator=generator,
         **extra,
     )
+    loader.seed, loader.rank = seed, rank
+    return loader
 
 
 def loader_settings_grid(

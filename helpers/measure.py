@@ -3,8 +3,11 @@ pipeline doctor that turns those numbers into a verdict and what to try next is 
 
 Every timed block starts after a device synchronisation (work queued before it is not its work) and ends with one
 after the last device operation it times, before the clock stops: on CUDA, work is queued and a host timer without a
-synchronisation measures how fast kernels were queued. The clock and the synchronisation are module attributes
-(`clock`, `synchronize`) so that a test can record the order of the calls. Each block also reads the load meter and,
+synchronisation measures how fast kernels were queued. Inside a block, the boundary between one step and the next
+waits for the current stream only (`synchronize_stream`): a loader that copies the next batch on a side stream while
+the step runs (prefetch.PrefetchLoader) keeps that overlap, and only the part of the copy the step did not hide is
+charged as data-wait. The clock and the synchronisations are module attributes (`clock`, `synchronize`,
+`synchronize_stream`) so that a test can record the order of the calls. Each block also reads the load meter and,
 on CUDA, its own peak device memory (the allocator's peak counter is reset when the block starts).
 
 Copy with: loadmeter.py, memory.py, pipeline_result.py.
@@ -41,6 +44,13 @@ def synchronize(device: torch.device) -> None:
     """Wait for queued device work, so host timers measure it."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def synchronize_stream(device: torch.device) -> None:
+    """Wait for the work queued on the current stream of `device` (a side stream's work, such as a prefetcher's copy
+    of the next batch, goes on); on a CPU there is nothing to wait for."""
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
 
 
 def device_of(batch: Any) -> torch.device:
@@ -179,7 +189,9 @@ class PipelineProbe:
     ) -> None:
         self.step, self.device = step, torch.device(device)
         self.source = _Restarting(loader)
-        self.batches = [to_device(next(self.source), self.device) for _ in range(premade)]
+        self.host_batch = next(self.source)  # the first batch as the loader yields it, before anything moved it
+        self.batches = [to_device(self.host_batch, self.device)]
+        self.batches += [to_device(next(self.source), self.device) for _ in range(premade - 1)]
         for i in range(warmup):  # kernel selection, allocator, worker start-up: never timed
             step(to_device(next(self.source), self.device))
             step(self.batches[i % premade])
@@ -240,10 +252,10 @@ class PipelineProbe:
         for _ in range(steps):
             t0 = clock()
             batch = to_device(next(self.source), self.device)
-            synchronize(self.device)  # the batch is on the device: what the step waited for ends here
+            synchronize_stream(self.device)  # the batch is on the device: what the step waited for ends here
             t1 = clock()
             self.step(batch)
-            synchronize(self.device)
+            synchronize_stream(self.device)
             waits.append(t1 - t0)
             computes.append(clock() - t1)
             samples += count_samples(batch)
@@ -259,7 +271,7 @@ class PipelineProbe:
             self.step(self.batches[i % len(self.batches)])
             # Per step, as in fed_block (which must synchronise per step to split data-wait from compute): both
             # sides of the efficiency ratio pay the same synchronisations and overlap no step with the next.
-            synchronize(self.device)
+            synchronize_stream(self.device)
             samples += count_samples(self.batches[i % len(self.batches)])
         self.premade.append((self._end(start), samples))
         return samples / self.premade[-1][0]

@@ -65,6 +65,17 @@ class PrefetchLoader:
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
 
+    def __repr__(self) -> str:
+        how = (
+            "on a side stream, overlapping the step" if self.side_stream is not None else "when asked (no side stream)"
+        )
+        normalised = "normalised" if self.mean is not None else "in [0, 1], not normalised"
+        layout = "channels_last" if self.channels_last else "contiguous"
+        return (
+            f"PrefetchLoader: the batches of {type(self.loader).__name__} moved to {self.device} {how}; uint8 images "
+            f"made float32 {normalised}, {layout}"
+        )
+
     def _prepare(self, batch: Any) -> Any:
         """The batch on the device: tensors copied (non-blocking), uint8 images converted."""
         if isinstance(batch, torch.Tensor):
@@ -144,6 +155,9 @@ class BackgroundPrefetcher:
     def batches_ahead(self) -> int:
         """Items ready before they are asked for: `depth` in the queue and one in the thread's hand."""
         return self.depth + 1
+
+    def __repr__(self) -> str:
+        return f"BackgroundPrefetcher: the items of {type(self.iterable).__name__} as they are, {self.depth} ahead in a thread"
 
     def __iter__(self) -> Iterator[Any]:
         items: queue.Queue = queue.Queue(maxsize=self.depth)

@@ -203,7 +203,8 @@ class ResizedStore:
 
 class StoreCropDataset(Dataset):
     """RandomResizedCrop(`size`) + horizontal flip from a ResizedStore: a uint8 (3, size, size) tensor and the label
-    (jitter and normalisation are left to the batch on the device, as in jpeg_crop.ReducedCropDataset)."""
+    (jitter and normalisation are left to the batch on the device, as in jpeg_crop.ReducedCropDataset). Its repr
+    says what it yields, and from which store."""
 
     def __init__(
         self,
@@ -215,6 +216,16 @@ class StoreCropDataset(Dataset):
         flip: bool = True,
     ) -> None:
         self.store, self.size, self.scale, self.ratio, self.flip = store, size, scale, ratio, flip
+
+    def __repr__(self) -> str:
+        flip = ", a random horizontal flip" if self.flip else ", no flip"
+        short = self.store.meta.get("short_side")
+        stored = f"images stored with the short side at most {short} px" if short else "the store's images"
+        return (
+            f"StoreCropDataset: {len(self)} samples, uint8 (3, {self.size}, {self.size}) RandomResizedCrop "
+            f"(scale {tuple(self.scale)}, ratio {tuple(round(r, 3) for r in self.ratio)}){flip}, from {stored} "
+            f"({self.store.path}); not normalised"
+        )
 
     def __len__(self) -> int:
         return len(self.store)

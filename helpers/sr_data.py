@@ -310,6 +310,12 @@ class SREvalDataset(Dataset):
         self.scale = scale
         self.paths = list_images(folder_or_paths)
 
+    def __repr__(self) -> str:
+        return (
+            f"SREvalDataset: {len(self)} whole images x{self.scale}, HR cropped to a multiple of {self.scale}, LR by "
+            "MATLAB's bicubic of the uint8 HR; (lr, hr) RGB floats in [0, 1]"
+        )
+
     def __len__(self) -> int:
         return len(self.paths)
 

@@ -1,12 +1,18 @@
-"""The README's two adoption diffs, run on small stand-in data: the data paths of an ESPCN super-resolution script
+"""The README's adoption diffs, run on small stand-in data: the data paths of an ESPCN super-resolution script
 (BSDS300 photographs, the Y of PIL's YCbCr, a centre crop, LR by torchvision's Resize on the PIL image, a shuffled
 DataLoader) and of a torchvision CIFAR10 classifier script (RandomCrop(32, padding=4) + RandomHorizontalFlip +
 Normalize, a shuffled DataLoader), each written here in a few lines of our own, against the swapped-in helpers: the
-same batches per epoch, the same channel, the same LR resampling, the same augmentation."""
+same batches per epoch, the same channel, the same LR resampling, the same augmentation. And the ImageFolder recipe
+against torchvision's references/classification/train.py, hunk by hunk: the store's crops of the reference's
+RandomResizedCrop family, the preset's normalisation on the device, workers within the CPU budget, channels_last,
+bf16 only where native."""
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
+import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,15 +20,19 @@ import kornia.augmentation as K
 import numpy as np
 import pytest
 import torch
+import torchvision
 import torchvision.transforms as T
 from PIL import Image
+from torch import nn
 from torch.utils.data import DataLoader, Dataset
-from torchvision.datasets import CIFAR10
+from torchvision.datasets import CIFAR10, ImageFolder
 
+from helpers import step as step_module
 from helpers.augment import ToUnitFloat
 from helpers.loading import DeviceTensorLoader
 from helpers.sr_cache import CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 from helpers.sr_data import LazyCropSRDataset
+from helpers.step import native_precisions
 
 SCALE, CROP, BATCH = 4, 64, 4  # the script's defaults are 256-px crops (256 - 256 % scale) and batches of 64
 
@@ -241,3 +251,118 @@ def test_the_readme_cifar_diff_runs_and_keeps_the_scripts_batches(capsys):
     images, _ = next(iter(loader))
     assert images.shape == (128, 3, 32, 32) and images.dtype == torch.float32
     assert "3 batches an epoch of 128, the last of 44, shuffled" in capsys.readouterr().out
+
+
+# --- torchvision's references/classification/train.py, its training data path swapped ---------------------------
+
+IMAGENET_MEAN_STD = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))  # presets.ClassificationPresetTrain's defaults
+
+
+def reference_hunks() -> list[tuple[str, str]]:
+    """(header, code) for each hunk of the README's diff against torchvision's classification reference: the lines it
+    keeps and adds, dedented, with `mine` the helpers package."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```diff\n(.*?)```", text, flags=re.S) if "ClassificationPresetTrain" in b]
+    hunks = []
+    for part in re.split(r"^@@ (.*?) @@\n", block, flags=re.M)[1:]:
+        if not hunks or hunks[-1][1] is not None:
+            hunks.append((part, None))
+            continue
+        kept = "\n".join(line[1:] for line in part.splitlines() if line[:1] in "+ ")
+        hunks[-1] = (hunks[-1][0], textwrap.dedent(kept).replace("from mine.", "from helpers."))
+    return hunks  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module")
+def train_folder(tmp_path_factory):
+    """An ImageFolder train/ of small JPEGs, two classes, as the reference reads it."""
+    from skimage import data as skdata
+
+    root = tmp_path_factory.mktemp("imagenet") / "train"
+    photo = skdata.astronaut()
+    for label, name in enumerate(("n01", "n02")):
+        (root / name).mkdir(parents=True)
+        for i in range(5):
+            crop = np.ascontiguousarray(photo[20 * i + 40 * label :][:90, 10 * i :][:, :120])
+            Image.fromarray(crop).save(root / name / f"{i}.JPEG", quality=90)
+    return root
+
+
+def test_the_readme_torchvision_reference_diff_runs_and_keeps_the_references_meaning(
+    train_folder, tmp_path, capsys, monkeypatch
+):
+    hunks = dict(reference_hunks())
+    assert len(hunks) == 6
+    store_hunk, loader_hunk, model_hunk, setup_hunk, batch_hunk, args_hunk = hunks.values()
+    parser = argparse.ArgumentParser()
+    exec(args_hunk, {"parser": parser})  # noqa: S102 (the README's code)
+    args = parser.parse_args(["--store", str(tmp_path / "store"), "--store-short-side", "48"])
+    args.workers, args.batch_size, args.amp = 16, 4, False  # the reference's default workers: 16
+    scope = {"torch": torch, "torchvision": torchvision, "args": args, "traindir": str(train_folder)}
+    scope["train_crop_size"] = 32
+    exec(store_hunk, scope)  # noqa: S102
+    dataset = scope["dataset"]
+    said = capsys.readouterr().out
+    assert "StoreCropDataset: 10 samples, uint8 (3, 32, 32) RandomResizedCrop" in said and "not normalised" in said
+    assert dataset.classes == ["n01", "n02"] and len(dataset) == 10
+    assert dataset.store.image(0).shape == (48, 64, 3)  # short side 48, aspect kept: the detail the store keeps
+    assert dataset.store.nbytes == sum(3 * h * w for h, w, _ in (dataset.store.image(i).shape for i in range(10)))
+    scope.update(train_sampler=torch.utils.data.RandomSampler(dataset), collate_fn=None)
+    threads_before = torch.get_num_threads()
+    try:
+        exec(loader_hunk, scope)  # noqa: S102
+        loader = scope["data_loader"]
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        assert 0 <= loader.num_workers <= max(0, cores - 1) < 16 and loader.persistent_workers == (
+            loader.num_workers > 0
+        )
+        assert loader.num_workers + torch.get_num_threads() <= max(cores, 2)
+    finally:
+        torch.set_num_threads(threads_before)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2))
+    device = torch.device("cpu")
+    exec(model_hunk, {"model": model, "device": device, "torch": torch})  # noqa: S102
+    assert model[0].weight.is_contiguous(memory_format=torch.channels_last)
+    step_scope = {"model": model, "device": device, "args": args, "torch": torch}
+    exec(setup_hunk, step_scope)  # noqa: S102 (model.train() and the normalisation, once per epoch)
+    image, target = next(iter(loader))
+    assert image.dtype == torch.uint8 and image.shape == (4, 3, 32, 32)  # a quarter of float32's bytes
+    batch_scope = step_scope | {"image": image, "target": target}
+    exec(batch_hunk, batch_scope)  # noqa: S102 (one batch of the loop)
+    mean, std = IMAGENET_MEAN_STD
+    reference = T.Normalize(mean, std)(T.ConvertImageDtype(torch.float)(image))  # the preset's last two steps
+    torch.testing.assert_close(batch_scope["image"], reference, atol=1e-6, rtol=1e-5)  # the same normalisation
+    assert batch_scope["image"].is_contiguous(memory_format=torch.channels_last)
+    native = "bf16" in native_precisions(device)
+    assert step_scope["use_bf16"] == native  # bf16 only where the device runs it natively (args.amp is off)
+    for natively, amp, expected in (
+        (["fp32"], False, False),
+        (["fp32", "bf16"], False, True),
+        (["fp32", "bf16"], True, False),
+    ):
+        monkeypatch.setattr(step_module, "native_precisions", lambda device, natively=natively: natively)
+        args.amp, other = amp, {"model": model, "device": device, "args": args, "torch": torch}
+        exec(setup_hunk, other)  # noqa: S102
+        assert other["use_bf16"] is expected, (natively, amp)  # the reference's own --amp (fp16) stays as it was
+    args.amp = False
+    assert batch_scope["output"].shape == (4, 2) and batch_scope["output"].dtype == torch.float32
+
+
+def test_the_store_crops_are_the_references_random_resized_crop_family(train_folder, tmp_path):
+    """The store's crop is torchvision's RandomResizedCrop box on the stored image, bilinear, then maybe flipped."""
+    from helpers.resized_store import ResizedStore, StoreCropDataset, build_resized_store
+
+    folder = ImageFolder(str(train_folder))
+    store = ResizedStore(build_resized_store(folder.samples, tmp_path / "s", short_side=90))  # the photos' own size
+    dataset = StoreCropDataset(store, 32, flip=False)
+    torch.manual_seed(0)
+    crop, label = dataset[3]
+    torch.manual_seed(0)
+    box = T.RandomResizedCrop.get_params(torch.empty(1).expand(3, 90, 120), [0.08, 1.0], [3 / 4, 4 / 3])
+    image = Image.open(folder.samples[3][0]).convert("RGB")
+    top, left, height, width = box
+    expected = T.functional.pil_to_tensor(
+        image.crop((left, top, left + width, top + height)).resize((32, 32), Image.Resampling.BILINEAR)
+    )
+    assert label == folder.samples[3][1] and crop.shape == (3, 32, 32)
+    assert float((crop.float() - expected.float()).abs().mean()) < 1.0  # the same crop, decoded once, at full size

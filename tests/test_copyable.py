@@ -280,6 +280,22 @@ EXAMPLES = {
         diagnosis = diagnose(loader, train_step, budget_s=0.2, blocks=2)
         assert diagnosis.trained_steps > 0 and "DataLoader over TensorDataset" in str(diagnosis)
     """,
+    "doctor_watch": """
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+        from mine.doctor_watch import watch
+        model = nn.Linear(3, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(TensorDataset(torch.randn(64, 3), torch.randint(0, 2, (64,))), batch_size=8)
+        with watch(budget_s=0.01, steps=3, warmup=2, notify=None) as doctor:
+            for epoch in range(100):
+                for inputs, targets in loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(model(inputs), targets).backward()
+                    optimizer.step()
+        assert "your own loop as it ran" in str(doctor.diagnosis())
+    """,
 }
 
 

@@ -39,9 +39,9 @@ EXAMPLES = {
     """,
     "device_crop": """
         import torch
-        from mine.device_crop import decode_jpegs, device_train_augment
+        from mine.device_crop import IMAGENET_MEAN, IMAGENET_STD, decode_jpegs, device_train_augment
         datas = [torch.frombuffer(bytearray(Path(p).read_bytes()), dtype=torch.uint8) for p, _ in samples]
-        batch = device_train_augment(24)(decode_jpegs(datas))
+        batch = device_train_augment(24, mean=IMAGENET_MEAN, std=IMAGENET_STD)(decode_jpegs(datas))
         assert batch.shape == (8, 3, 24, 24) and batch.is_contiguous(memory_format=torch.channels_last)
     """,
     "shards": """

@@ -19,6 +19,8 @@ from torchvision.transforms import RandomResizedCrop
 from torchvision.transforms.v2 import functional as F
 
 from helpers.device_crop import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
     BatchRandomResizedCrop,
     crop_boxes,
     decode_jpegs,
@@ -26,6 +28,8 @@ from helpers.device_crop import (
     pad_to_batch,
     random_resized_boxes,
 )
+
+IMAGENET = {"mean": IMAGENET_MEAN, "std": IMAGENET_STD}  # the statistics every caller now names
 
 # Mean absolute difference allowed against torchvision's antialiased bilinear resized_crop, for images in [0, 1]:
 # roi_align averages a grid of bilinear samples, torchvision applies a triangle filter (and, enlarging a box,
@@ -98,7 +102,7 @@ def test_draws_differ_per_sample_and_repeat_under_a_generator():
 def test_the_augmentation_normalises_into_channels_last():
     images = [(_smooth(1, 60, 80, seed) * 255).to(torch.uint8)[0] for seed in range(4)]
     torch.manual_seed(0)
-    out = device_train_augment(32)(images)
+    out = device_train_augment(32, mean=IMAGENET_MEAN, std=IMAGENET_STD)(images)
     assert out.shape == (4, 3, 32, 32) and out.is_contiguous(memory_format=torch.channels_last)
     assert bool(torch.isfinite(out).all()) and -3 < float(out.mean()) < 3
 
@@ -134,14 +138,14 @@ def test_the_augmentation_crops_with_its_generator_and_jitters_as_asked():
 
     def run(seed: int) -> torch.Tensor:
         torch.manual_seed(0)  # the flip and the jitter draw from torch's global generator: the same every time
-        return device_train_augment(24, jitter=0, generator=torch.Generator().manual_seed(seed))(images)
+        return device_train_augment(24, jitter=0, generator=torch.Generator().manual_seed(seed), **IMAGENET)(images)
 
     assert torch.equal(run(1), run(1)) and not torch.equal(run(1), run(2))  # the crop follows the generator given
-    jitter = device_train_augment(jitter=0.3)[2]
+    jitter = device_train_augment(jitter=0.3, **IMAGENET)[2]
     assert (jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue) == (0.3, 0.3, 0.3, 0.0)
-    default = device_train_augment()
+    default = device_train_augment(**IMAGENET)
     assert default[0].size == 224 and default[2].brightness == 0.2
-    assert not any(type(step).__name__ == "ColorJitter" for step in device_train_augment(jitter=0))
+    assert not any(type(step).__name__ == "ColorJitter" for step in device_train_augment(jitter=0, **IMAGENET))
 
 
 def test_decoding_goes_to_the_library_and_device_asked_for(monkeypatch):

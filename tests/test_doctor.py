@@ -20,27 +20,17 @@ from torchvision.transforms import ToTensor
 
 from helpers import doctor
 from helpers.augment import cifar_train_augment
-from helpers.doctor import (
-    COMPETES,
-    COMPUTE_BOUND,
-    INCONCLUSIVE,
-    INPUT_BOUND,
-    BatchStep,
-    classify,
-    diagnose,
-    diagnose_pipeline,
-    main,
-    step_device,
-    verdict_of,
-)
+from helpers.bottleneck import COMPETES, COMPUTE_BOUND, INPUT_BOUND, TRANSFER_BOUND, Shares, classify
+from helpers.doctor import BatchStep, diagnose, diagnose_pipeline, main, step_device
+from helpers.doctor_advice import advice_for
 from helpers.loading import DeviceTensorLoader, make_loader
 from helpers.measure import PipelineResult
-from helpers.pipeline_facts import advice_for, describe_batch, describe_pipeline
+from helpers.pipeline_facts import describe_batch, describe_pipeline
 from helpers.sr_cache import CachedCropLoader, DecodedSRCache
 from helpers.sr_data import LazyCropSRDataset
 from helpers.step import TrainStep
 
-VERDICTS = (INPUT_BOUND, COMPETES, COMPUTE_BOUND, INCONCLUSIVE)
+VERDICTS = (INPUT_BOUND, COMPETES, TRANSFER_BOUND, COMPUTE_BOUND)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -63,36 +53,39 @@ def _result(efficiency, low, high, wait_ms, compute_ms, premade_ms=None):
 
 
 def test_each_reading_names_its_bottleneck():
-    assert classify(0.40, 20.0, 15.0, 14.0) == INPUT_BOUND  # waits 57% of each step
-    assert classify(0.35, 4.0, 29.1, 14.0) == COMPETES  # 15 ms slower per step, 4 ms of waiting
-    assert classify(0.86, 63.3, 383.0, 380.0) == INPUT_BOUND  # 14% waits: the wait explains it
-    assert classify(0.98, 0.5, 40.0, 39.0) == COMPUTE_BOUND
-    assert verdict_of([INPUT_BOUND] * 3) == INPUT_BOUND and verdict_of([]) == INCONCLUSIVE
-    assert verdict_of([INPUT_BOUND, INPUT_BOUND, COMPUTE_BOUND]) == INCONCLUSIVE
+    assert classify(Shares.of(20.0, 15.0, 14.0)) == INPUT_BOUND  # waits 57% of each step
+    assert classify(Shares.of(4.0, 29.1, 14.0)) == COMPETES  # 15 ms slower per step, 4 ms of waiting
+    assert classify(Shares.of(63.3, 383.0, 380.0)) == INPUT_BOUND  # 14% waits: the wait explains it
+    assert classify(Shares.of(0.5, 40.0, 39.0)) == COMPUTE_BOUND
 
 
 def test_an_efficiency_above_one_never_stands_as_a_number():
-    assert doctor.efficiency_text(1.38, 1.1, 1.5) == "1.0 within the noise (measured 1.38, 1.10–1.50)"
+    assert doctor.efficiency_text(1.38, 0.9, 1.5) == "1.0 within the noise (measured 1.38, 0.90–1.50)"
     assert doctor.efficiency_text(0.99, 0.98, 1.06).startswith("0.99 (0.98–1.0 within the noise")
     assert doctor.efficiency_text(0.5, 0.4, 0.6) == "0.50 (0.40–0.60)"
     assert "1.0 within the noise" in diagnose_pipeline(_result(1.02, 0.97, 1.05, 0.5, 40.0, 39.0))
 
 
-def test_a_range_that_straddles_is_inconclusive():
-    # the reader's contradiction: "INPUT-BOUND" printed over an efficiency range of 0.36–1.05
+def test_a_range_wholly_above_one_is_a_biased_baseline_not_noise():
+    text = doctor.efficiency_text(1.10, 1.03, 1.13)
+    assert "biased baseline" in text and "noise" not in text.replace("rather than noise", "")
+
+
+def test_a_range_across_the_line_names_the_medians_verdict_and_says_it_is_not_sure():
+    # the reader's contradiction: "INPUT-BOUND" printed over an efficiency range of 0.36–1.05, 3% waiting
     text = diagnose_pipeline(_result(0.62, 0.36, 1.05, 1.0, 30.0, 29.0), num_workers=0, cpu_cores=2)
-    first = text.splitlines()[0]
-    assert first.startswith(INCONCLUSIVE) and "rerun on a quieter machine" in first and "0.62 (0.36–1.0" in first
-    assert "The two ends of the efficiency range disagree (1 input-bound, 1 compute-bound)" in first  # 2 readings
-    assert "more DataLoader workers" not in text  # no bottleneck, so no cure for one
+    first, second = text.splitlines()[:2]
+    assert first.startswith(f"{INPUT_BOUND} (not sure)") and "0.62 (0.36–1.0" in first
+    assert "1 of 2 ends of the efficiency range read input-bound (1 compute-bound)" in second
+    assert "no single cost reaches 10% of a step (this one is 3%)" in second
     assert diagnose_pipeline(_result(0.40, 0.36, 0.45, 20.0, 15.0, 14.0)).startswith(INPUT_BOUND)
-    assert diagnose_pipeline(_result(0.98, 0.96, 1.02, 0.5, 40.0, 39.0)).startswith(COMPUTE_BOUND)
+    assert diagnose_pipeline(_result(0.98, 0.96, 0.99, 0.5, 40.0, 39.0)).startswith(COMPUTE_BOUND)
     competes = diagnose_pipeline(_result(0.35, 0.30, 0.40, 4.0, 29.1, 14.0), num_workers=2, cpu_cores=2)
-    assert competes.startswith(COMPETES) and "14.0 ms per step on pre-made" in competes
+    assert competes.startswith(COMPETES) and "14.0 ms on pre-made" in competes
     assert "more DataLoader workers" not in competes
 
 
-def test_diagnose_is_inconclusive_when_its_blocks_disagree(monkeypatch):
+def test_diagnose_names_the_medians_verdict_and_how_many_blocks_agree(monkeypatch):
     blocks = {
         "efficiency": [0.40, 0.95, 0.50],
         "wait": [20.0, 0.5, 18.0],
@@ -102,14 +95,16 @@ def test_diagnose_is_inconclusive_when_its_blocks_disagree(monkeypatch):
     }
     measured = doctor._block_numbers  # the blocks still run; their numbers are replaced by these
     monkeypatch.setattr(doctor, "_block_numbers", lambda probe, n, steps: (measured(probe, n, steps), blocks)[1])
-    diagnosis = diagnose(_batches(8), _plain_step(nn.Linear(3, 2)), budget_s=0.1)
-    assert diagnosis.verdict == INCONCLUSIVE and diagnosis.readings == [INPUT_BOUND, COMPUTE_BOUND, INPUT_BOUND]
-    assert str(diagnosis).startswith("INCONCLUSIVE: rerun on a quieter machine")
+    diagnosis = diagnose(_batches(8), _plain_step(nn.Linear(3, 2)), budget_s=0.1, notify=None)
+    assert diagnosis.verdict == INPUT_BOUND and diagnosis.readings == [INPUT_BOUND, COMPUTE_BOUND, INPUT_BOUND]
+    assert diagnosis.confidence in ("fairly sure", "not sure")  # two of three agree: never "sure"
+    assert "2 of 3 block pairs read input-bound (1 compute-bound)" in str(diagnosis)
     assert diagnosis.efficiency == (0.50, 0.40, 0.95) and diagnosis.data_wait_ms == (18.0, 0.5, 20.0)
     assert diagnosis.fed_samples_per_s == (40.0, 30.0, 60.0)
     blocks["efficiency"][1], blocks["wait"][1] = 0.45, 19.0
-    agreed = diagnose(_batches(8), _plain_step(nn.Linear(3, 2)), budget_s=0.1)
+    agreed = diagnose(_batches(8), _plain_step(nn.Linear(3, 2)), budget_s=0.1, notify=None)
     assert agreed.verdict == INPUT_BOUND and "0.45 (0.40–0.50)" in agreed.headline
+    assert agreed.readings == [INPUT_BOUND] * 3 and "block pairs read" not in agreed.finding.how_sure()
 
 
 # --- any step, any loader ---
@@ -271,12 +266,14 @@ def test_the_command_line_diagnoses_a_scripts_loader_and_step(tmp_path, capsys):
     script.write_text(textwrap.dedent(SCRIPT))
     assert main([str(script), "--budget-s", "0.1", "--blocks", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith(VERDICTS) and out[1].startswith("Pipeline: list")
-    (tmp_path / "half.py").write_text("def make_loader():\n    return []\n")
-    assert main([str(tmp_path / "half.py")]) == 2
-    assert "half.py: defines no make_step()" in capsys.readouterr().err
+    assert out[0].startswith(VERDICTS) and out[1].startswith("How sure: ")
+    assert out[2].startswith("Measured: a controlled comparison, diagnose(loader, step)")
+    assert out[3].startswith("Pipeline: list")
     assert main([str(tmp_path / "missing.py")]) == 2
-    assert "missing.py: no such script" in capsys.readouterr().err
+    assert "missing.py: cannot be read as a Python script" in capsys.readouterr().err
+    (tmp_path / "broken.py").write_text("def make_loader(:\n")
+    assert main([str(tmp_path / "broken.py")]) == 2
+    assert "broken.py: cannot be read as a Python script" in capsys.readouterr().err
 
 
 def test_python_dash_m_helpers_doctor_runs(tmp_path):
@@ -304,13 +301,15 @@ def test_a_sleeping_loader_is_input_bound_in_every_block():
     assert diagnosis.data_wait_ms[1] >= 25 and INPUT_BOUND in diagnosis.readings
 
 
-def test_a_block_fed_as_fast_as_pre_made_batches_is_not_input_bound_whatever_it_waited():
-    from helpers.doctor import COMPUTE_BOUND, INCONCLUSIVE, INPUT_BOUND, classify, verdict_of
+def test_a_wait_beside_a_block_as_fast_as_pre_made_is_named_and_doubted_not_hidden():
+    from helpers.bottleneck import most_likely
 
-    # the traditional SR rung on a busy machine: 13% of each step waiting, but blocks at efficiency 0.5 and 1.3
-    assert classify(1.30, 62.7, 426.6, 819.4) == COMPUTE_BOUND
-    assert classify(0.50, 62.7, 426.6, 430.0) == INPUT_BOUND
-    assert verdict_of([classify(1.30, 62.7, 426.6, 819.4), classify(0.50, 62.7, 426.6, 430.0)]) == INCONCLUSIVE
+    # the traditional SR rung on a busy machine: 13% of each step waiting, in a block at efficiency 1.3: the label
+    # says what the printed 13% says, and the doubt says the block kept pace anyway
+    kept_pace = Shares.of(62.7, 426.6, 819.4, efficiency=1.30)
+    assert classify(kept_pace) == INPUT_BOUND and kept_pace.wait_pct == 13
+    finding = most_likely(kept_pace, [INPUT_BOUND, INPUT_BOUND])
+    assert finding.confidence == "fairly sure" and "kept pace" in finding.how_sure()
 
 
 def test_a_loader_at_the_cpu_budgets_workers_is_not_told_to_add_more():
@@ -319,3 +318,20 @@ def test_a_loader_at_the_cpu_budgets_workers_is_not_told_to_add_more():
     assert "more DataLoader workers" not in advice[INPUT_BOUND]
     _, advice = _advice(make_loader(_pil_images(), 8, num_workers=0), cores=2, threads=1)
     assert "more DataLoader workers (0 now, 2 cores)" in advice[INPUT_BOUND]
+
+
+def test_a_controlled_run_over_its_budget_says_so_before_its_blocks_and_a_larger_budget_buys_steps(monkeypatch):
+    from helpers.diagnosis import plan_blocks
+
+    said, blocks_run = [], []
+    measured = doctor._block_numbers
+    monkeypatch.setattr(doctor, "_block_numbers", lambda *a: blocks_run.append(a[2]) or measured(*a))
+
+    def slow_step(batch):
+        time.sleep(0.01)
+
+    diagnosis = diagnose(_batches(4), slow_step, budget_s=0.001, notify=lambda line: said.append(len(blocks_run)))
+    assert said == [0] and blocks_run == [3]  # said before any block ran; the minimum of 3 steps a block
+    assert "over budget_s=0.001" in diagnosis.plan and "3 steps per block is the least" in diagnosis.plan
+    assert plan_blocks(10.0, 0.1).steps == 33 and plan_blocks(20.0, 0.1).steps == 66  # budget_s buys steps
+    assert plan_blocks(1.0, 0.1).steps == 3 and not plan_blocks(10.0, 0.1).over_budget

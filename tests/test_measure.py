@@ -100,6 +100,7 @@ class _Recorder:
         self.events, self.now = [], 0.0
         monkeypatch.setattr(measure, "clock", self.clock)
         monkeypatch.setattr(measure, "synchronize", self.sync)
+        monkeypatch.setattr(measure, "synchronize_stream", self.sync)
 
     def clock(self):
         self.now += 1.0

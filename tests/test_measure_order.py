@@ -20,6 +20,7 @@ class _Script:
         self.now, self.cost, self.events = 0.0, 1.0, []
         monkeypatch.setattr(measure, "clock", self.clock)
         monkeypatch.setattr(measure, "synchronize", lambda device: self.events.append("sync"))
+        monkeypatch.setattr(measure, "synchronize_stream", lambda device: self.events.append("sync"))
 
     def clock(self) -> float:
         self.events.append("clock")
@@ -44,6 +45,22 @@ def test_a_fed_steps_compute_is_read_after_a_synchronisation(monkeypatch):
     for i in [i for i, e in enumerate(events) if e == "step"]:
         following = events[i + 1 :]
         assert "sync" in following and following.index("sync") < following.index("clock"), events
+
+
+def test_between_steps_only_the_current_stream_is_waited_for(monkeypatch):
+    # issue 30: a device-wide synchronisation after fetching a PrefetchLoader's batch also waits for its side
+    # stream's copy of the next one, which the real loop overlaps with the step, and charges it as data-wait
+    events = []
+    monkeypatch.setattr(measure, "synchronize", lambda device: events.append("device"))
+    monkeypatch.setattr(measure, "synchronize_stream", lambda device: events.append("stream"))
+    loader = iter(lambda: (torch.zeros(2, 3), torch.zeros(2, 1)), None)
+    probe = PipelineProbe(loader, lambda batch: events.append("step"), torch.device("cpu"), premade=1, warmup=1)
+    for block in (lambda: probe.fed_block(3), lambda: probe.premade_block(3)):
+        events.clear()
+        block()
+        assert events[0] == "device" and events[-1] == "device", events  # the block's own boundaries: everything
+        inside = events[1:-1]
+        assert "device" not in inside and inside.count("stream") >= 3, events  # between steps: the stream only
 
 
 def test_time_batches_rate_is_samples_over_seconds(monkeypatch):

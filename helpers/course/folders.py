@@ -252,7 +252,7 @@ def folder_ladder(
 
     def batched_decode() -> Iterable:  # CUDA: files' bytes to the GPU, nvJPEG there; a CPU: decoded in the workers
         loader = _workers_loader(EncodedFiles(samples, decode=not cuda), batch, workers, pin=cuda, collate=as_list)
-        return OnDevice(loader, device_train_augment(size), device, decode=cuda)
+        return OnDevice(loader, device_train_augment(size, mean=IMAGENET_MEAN, std=IMAGENET_STD), device, decode=cuda)
 
     def sharded() -> Iterable:
         dataset = shard_dataset(shards, shard_crop(size), seed=0, shuffle_buffer=4 * batch).repeat()

@@ -300,7 +300,9 @@ def _row(turn: _Turn, cores: int) -> dict[str, Any]:
         "peak_device_mib": _peak_device_mib(turn),
         "load": fed.load.as_dict() if fed.load else None,
         "load_note": fed.load.note() if busy and fed.load else "",
-        "doctor": diagnose_pipeline(as_printed, num_workers=turn.rung.workers, cpu_cores=cores).splitlines()[0],
+        "doctor": diagnose_pipeline(
+            as_printed, num_workers=turn.rung.workers, cpu_cores=cores, threads=turn.threads
+        ).splitlines()[0],
     }
 
 

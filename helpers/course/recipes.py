@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..augment import cifar_train_augment, normalize_only
+from ..augment import CIFAR10_MEAN, CIFAR10_STD, cifar_train_augment, normalize_only
 from ..cifar import load_cifar10
 from ..distributed import (
     DistributedContext,
@@ -238,7 +238,7 @@ def cifar_recipe(
         images, labels = images[: sizes.images], labels[: sizes.images]
         test_images, test_labels = test_images[: sizes.images], test_labels[: sizes.images]
     loss_fn = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
-    preprocess = normalize_only().to(device)
+    preprocess = normalize_only(CIFAR10_MEAN, CIFAR10_STD).to(device)  # what cifar_train_augment normalised with
     example = (preprocess(images[: sizes.batch].to(device)), labels[: sizes.batch].to(device))
     precision, total, expected_s, plan = plan_run(
         build_model(sizes.model).to(device),

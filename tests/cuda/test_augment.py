@@ -32,7 +32,7 @@ def test_cifar_augmentation_on_cuda_keeps_dtype_shape_and_range(cuda):
     assert out.device == cuda and out.dtype == torch.float32 and out.shape == (256, 3, 32, 32)
     low, high = _normalised_bounds(cuda)
     assert bool((out >= low - 1e-5).all()) and bool((out <= high + 1e-5).all())  # pixels stayed inside [0, 1]
-    shown = denormalize(out)
+    shown = denormalize(out, mean=CIFAR10_MEAN, std=CIFAR10_STD)
     assert float(shown.min()) >= 0 and float(shown.max()) <= 1
     assert len({tuple(image.flatten()[:64].tolist()) for image in augment(images[:1].expand(64, -1, -1, -1))}) > 32
     torch.manual_seed(0)
@@ -41,9 +41,9 @@ def test_cifar_augmentation_on_cuda_keeps_dtype_shape_and_range(cuda):
 
 def test_normalize_only_on_cuda_matches_the_cpu():
     images = _photos(8, 32)
-    on_gpu = normalize_only().cuda()(images.cuda())
+    on_gpu = normalize_only(CIFAR10_MEAN, CIFAR10_STD).cuda()(images.cuda())
     assert on_gpu.dtype == torch.float32 and on_gpu.shape == images.shape
-    torch.testing.assert_close(on_gpu.cpu(), normalize_only()(images), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(on_gpu.cpu(), normalize_only(CIFAR10_MEAN, CIFAR10_STD)(images), atol=1e-6, rtol=1e-6)
 
 
 @pytest.mark.parametrize("jitter", [0.0, 0.3])

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torchvision.io import read_file
 
-from helpers.device_crop import crop_boxes, decode_jpegs, device_train_augment
+from helpers.device_crop import IMAGENET_MEAN, IMAGENET_STD, crop_boxes, decode_jpegs, device_train_augment
 
 pytestmark = pytest.mark.cuda
 
@@ -20,7 +20,7 @@ def test_batched_decoding_lands_on_the_device_and_matches_the_cpu(course_jpegs, 
     for gpu_image, cpu_image in zip(on_gpu, on_cpu):
         assert gpu_image.device == cuda and gpu_image.shape == cpu_image.shape
         assert float((gpu_image.cpu().float() - cpu_image.float()).abs().mean()) < MEAN_LEVELS
-    batch = device_train_augment(64).to(cuda)(on_gpu)
+    batch = device_train_augment(64, mean=IMAGENET_MEAN, std=IMAGENET_STD).to(cuda)(on_gpu)
     assert batch.device == cuda and batch.shape == (len(encoded), 3, 64, 64)
     assert batch.is_contiguous(memory_format=torch.channels_last) and bool(torch.isfinite(batch).all())
 
