@@ -1,14 +1,12 @@
 """Measuring an input pipeline: loader throughput, data-wait against compute, pipeline efficiency, peak memory (the
 pipeline doctor that turns those numbers into a verdict and what to try next is doctor.py).
 
-Every timed block starts after a device synchronisation (work queued before it is not its work) and ends with one
-after the last device operation it times, before the clock stops: on CUDA, work is queued and a host timer without a
-synchronisation measures how fast kernels were queued. Inside a block, the boundary between one step and the next
-waits for the current stream only (`synchronize_stream`): a loader that copies the next batch on a side stream while
-the step runs (prefetch.PrefetchLoader) keeps that overlap, and only the part of the copy the step did not hide is
-charged as data-wait. The clock and the synchronisations are module attributes (`clock`, `synchronize`,
-`synchronize_stream`) so that a test can record the order of the calls. Each block also reads the load meter and,
-on CUDA, its own peak device memory (the allocator's peak counter is reset when the block starts).
+Every timed block starts after a device synchronisation and ends with one before the clock stops: on CUDA a host
+timer without it measures how fast kernels were queued. Between one step and the next a block waits for the current
+stream only (`synchronize_stream`), so a loader copying the next batch on a side stream (prefetch.PrefetchLoader)
+keeps that overlap and only the copy the step did not hide is charged as data-wait. The clock and the
+synchronisations are module attributes (`clock`, `synchronize`, `synchronize_stream`) so a test can record their
+order. Each block reads the load meter and, on CUDA, its own peak device memory (the peak counter is reset first).
 
 Copy with: loadmeter.py, memory.py, pipeline_result.py.
 Needs: psutil, torch.
@@ -24,10 +22,8 @@ from typing import Any
 import torch
 
 from .loadmeter import LoadMeter
-from .memory import (  # noqa: F401 (re-exported: the memory readings lived here before they had their own module)
+from .memory import (
     allocated_device_memory_bytes,
-    current_rss_bytes,
-    free_memory_bytes,
     peak_device_memory_bytes,
     peak_rss_bytes,
     reset_peak_device_memory,
@@ -150,9 +146,6 @@ def steps_in_budget(budget_s: float, seconds_per_step: float, *, minimum: int = 
     return steps if maximum is None else min(steps, maximum)
 
 
-# --- a loader alone ---
-
-
 def measure_loader(loader: Iterable, batches: int, *, warmup: int = 1) -> dict[str, Any]:
     """Samples/s of a loader on its own (no model), with this process's peak RSS during the run."""
     reset_peak_rss()
@@ -169,10 +162,6 @@ def to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=True)
     return type(batch)(to_device(item, device) for item in batch)
-
-
-def _spread(values: list[float]) -> tuple[float, float]:
-    return min(values), max(values)
 
 
 class PipelineProbe:
@@ -342,12 +331,12 @@ class PipelineProbe:
             steps=sum(len(block) for block in self.waits),
             peak_rss_mib=(peak_rss_bytes() or 0) / 2**20,
             peak_device_mib=peak_device / 2**20 if peak_device is not None else None,
-            efficiency_range=_spread(ratios),
-            fed_samples_per_s_range=_spread(fed_rates),
+            efficiency_range=(min(ratios), max(ratios)),
+            fed_samples_per_s_range=(min(fed_rates), max(fed_rates)),
             premade_step_ms=1000 * statistics.median([t / n * self.batch_samples for t, n in self.premade]),
-            premade_samples_per_s_range=_spread(premade_rates),
-            data_wait_ms_range=_spread(waits),
-            compute_ms_range=_spread(computes),
+            premade_samples_per_s_range=(min(premade_rates), max(premade_rates)),
+            data_wait_ms_range=(min(waits), max(waits)),
+            compute_ms_range=(min(computes), max(computes)),
             load=self.meter.total(),
         )
 

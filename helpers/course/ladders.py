@@ -29,7 +29,8 @@ from ..env import environment_report, format_environment_report, resolve_device,
 from ..images import to_unit_float
 from ..loading import DeviceTensorLoader, make_loader
 from ..loadmeter import busy_cores, cpu_budget, intra_op_threads
-from ..measure import PipelineProbe, allocated_device_memory_bytes, seconds_per_call, steps_in_budget
+from ..measure import PipelineProbe, seconds_per_call, steps_in_budget
+from ..memory import allocated_device_memory_bytes
 from ..models import ESPCN, build_model, describe_model
 from ..seeding import seed_everything
 from ..sr_cache import PIXEL_BYTES, CachedCropLoader, DecodedSRCache

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.measure import measure_pipeline, peak_device_memory_bytes, reset_peak_device_memory
+from helpers.measure import measure_pipeline
+from helpers.memory import peak_device_memory_bytes, reset_peak_device_memory
 
 pytestmark = pytest.mark.cuda
 

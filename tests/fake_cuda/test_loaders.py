@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.augment import cifar_train_augment, normalize_only, torchvision_cifar_augment
-from helpers.device_crop import device_train_augment
+from helpers.augment import CIFAR10_MEAN, CIFAR10_STD, cifar_train_augment, normalize_only, torchvision_cifar_augment
+from helpers.device_crop import IMAGENET_MEAN, IMAGENET_STD, device_train_augment
 from helpers.loading import DeviceTensorLoader
 from helpers.sr_cache import CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 
@@ -39,7 +39,12 @@ def _epoch(loader, seed: int = 1) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return list(loader)
 
 
-@pytest.mark.parametrize("factory", [cifar_train_augment, torchvision_cifar_augment, normalize_only])
+def cifar_normalize_only() -> torch.nn.Sequential:
+    """Evaluation's preprocessing with the statistics CIFAR-10 training normalised with."""
+    return normalize_only(CIFAR10_MEAN, CIFAR10_STD)
+
+
+@pytest.mark.parametrize("factory", [cifar_train_augment, torchvision_cifar_augment, cifar_normalize_only])
 def test_device_tensor_loader_takes_an_augmentation_built_on_the_cpu(fake_cuda, factory):
     images, labels = _cifar_like()
     augment = factory()  # built on the CPU, as notebook 06 builds it: its (1, 3, 1, 1) buffers are CPU tensors
@@ -68,7 +73,9 @@ def test_device_crop_augmentation_on_decoded_images_of_different_sizes(fake_cuda
     sizes = [(3, 90, 120), (3, 140, 100), (3, 64, 64), (3, 120, 160)]
     decoded = [torch.randint(0, 256, size, dtype=torch.uint8, generator=generator) for size in sizes]
     for jitter in (0.0, 0.2):
-        augment = device_train_augment(64, jitter=jitter, generator=torch.Generator().manual_seed(3))
+        augment = device_train_augment(
+            64, jitter=jitter, generator=torch.Generator().manual_seed(3), mean=IMAGENET_MEAN, std=IMAGENET_STD
+        )
         with fake_cuda() as traffic:
             augment.to("cuda")
             on_device = [image.to("cuda") for image in decoded]  # nvJPEG's output: images on the GPU
@@ -80,7 +87,9 @@ def test_device_crop_augmentation_on_decoded_images_of_different_sizes(fake_cuda
         assert batch.is_contiguous(memory_format=torch.channels_last)
         assert [w for w in loop if KORNIA_JITTER not in w.where] == []  # boxes copied pinned and non-blocking
         assert bool(loop) == bool(jitter)
-        cpu = device_train_augment(64, jitter=jitter, generator=torch.Generator().manual_seed(3))
+        cpu = device_train_augment(
+            64, jitter=jitter, generator=torch.Generator().manual_seed(3), mean=IMAGENET_MEAN, std=IMAGENET_STD
+        )
         torch.manual_seed(1)
         torch.testing.assert_close(real(batch), cpu(decoded), atol=1e-5, rtol=1e-5)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from helpers.augment import normalize_only
+from helpers.augment import CIFAR10_MEAN, CIFAR10_STD, normalize_only
 from helpers.evaluation import evaluate_classifier, evaluate_sr
 from helpers.prefetch import PrefetchLoader
 from helpers.step import TrainStep
@@ -44,7 +44,9 @@ def test_a_train_step_on_cuda_waits_for_the_device_only_at_the_end_of_the_epoch(
             device="cuda",
             accumulation_steps=2,
             max_grad_norm=1.0,
-            batch_transform=normalize_only(),  # a module built on the CPU, with CPU buffers: the step moves it
+            batch_transform=normalize_only(
+                CIFAR10_MEAN, CIFAR10_STD
+            ),  # a module built on the CPU, with CPU buffers: the step moves it
         )
         on_device = [(images.to("cuda"), labels.to("cuda")) for images, labels in batches]
         with traffic.none_expected("TrainStep's micro-batches"):
@@ -63,10 +65,14 @@ def test_evaluation_reads_its_totals_once(fake_cuda):
     model = _convnet()
     images = torch.randint(0, 256, (40, 3, 16, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))
     labels = torch.arange(40) % 4
-    expected = evaluate_classifier(model, images, labels, preprocess=normalize_only(), device="cpu", batch_size=16)
+    expected = evaluate_classifier(
+        model, images, labels, preprocess=normalize_only(CIFAR10_MEAN, CIFAR10_STD), device="cpu", batch_size=16
+    )
     with fake_cuda() as traffic:
         model.to("cuda")
-        result = evaluate_classifier(model, images, labels, preprocess=normalize_only(), device="cuda", batch_size=16)
+        result = evaluate_classifier(
+            model, images, labels, preprocess=normalize_only(CIFAR10_MEAN, CIFAR10_STD), device="cuda", batch_size=16
+        )
     reads = [w for w in traffic.waits if w.kind in ("host read", "device-to-host copy")]
     assert len(reads) == 1 and reads[0].where.startswith("helpers/evaluation.py"), reads  # 3 batches, one read
     assert result == expected
