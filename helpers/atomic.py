@@ -22,12 +22,13 @@ import os
 import re
 import shutil
 import socket
+import stat
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .safe_open import make_dirs, open_regular
+from .safe_open import describe_mode, make_dirs, open_regular
 
 try:
     import fcntl
@@ -239,6 +240,7 @@ def build_once(
     *,
     is_complete: Callable[[Path], bool],
     folder: bool = True,
+    owns: Callable[[str], bool] | None = None,
 ) -> bool:
     """Make `target` exist and be complete, building it at most once however many processes ask at the same time.
 
@@ -247,8 +249,12 @@ def build_once(
     with `folder=False`), and publish it in one rename only if `build` returned without error, so a half build is
     never seen. `build` should verify what it made and raise when it is not right; a full disk or a folder that
     cannot be written is a DestinationError naming `target`. Returns True when this call built.
+
+    A link at `target` is followed (the build goes beside the real folder, and the link stays). Before anything is
+    built, a target of the other kind (a file where the folder goes) is a DestinationError, and so is a folder
+    holding an entry `owns(name)` does not accept, which publishing would delete (a folder of the user's photos).
     """
-    target = Path(target)
+    target = _buildable(Path(target), folder, owns)
     if is_complete(target):  # before any lock: a complete target in a read-only folder is used as it is
         if _leftovers(target):  # a publish killed after its rename left the old folder set aside: clear it
             with file_lock(target):
@@ -261,6 +267,32 @@ def build_once(
         with writing_into(target, "the build"), staged(target, folder=folder) as staging:
             build(staging)
     return True
+
+
+def _buildable(target: Path, folder: bool, owns: Callable[[str], bool] | None) -> Path:
+    """`target`, or the folder a link there points to; DestinationError for what publishing it must not replace."""
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
+    if not os.path.lexists(target):
+        return target
+    mode, kind = os.lstat(target).st_mode, "folder" if folder else "file"
+    if stat.S_ISDIR(mode) != folder:
+        raise DestinationError(
+            errno.ENOTDIR if folder else errno.EISDIR,
+            f"{target}: is {describe_mode(mode)}, where the build puts a {kind}; it is left as it is: move it "
+            f"away, or choose another {kind}",
+            str(target),
+        )
+    foreign = sorted(name for name in os.listdir(target) if not owns(name)) if folder and owns else []
+    if foreign:
+        raise DestinationError(
+            errno.EEXIST,
+            f"{target}: holds {len(foreign)} entries this build did not make ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); building there would replace the folder and delete them: "
+            "choose an empty or new folder, or move them away",
+            str(target),
+        )
+    return target
 
 
 def reserve_file(path: str | os.PathLike, size: int) -> None:

@@ -34,6 +34,7 @@ MANIFEST = "shards.json"
 MEMBER_BYTES = 64 << 20  # the largest file a shard takes or gives: far above any photograph, far below a memory
 END_BYTES = 1024  # a tar ends with two zero blocks
 MANIFEST_BYTES = 64 << 20  # a manifest lists names and sizes: past this it is not one
+_SHARD_NAME = re.compile(r"shard-[0-9]{6,}\.tar")  # what wds.ShardWriter names them ("shard-%06d.tar")
 
 
 class ShardError(ValueError):
@@ -102,7 +103,8 @@ def write_shards(
     each sample the file's own bytes under its extension plus its label as "cls". Returns the shard paths in order.
 
     A source past `member_bytes`, a FIFO or a device is a ShardError or NotRegularFileError naming it; a full disk
-    or a read-only `dest` is atomic.DestinationError naming `dest`, and the set that was there stays whole."""
+    or a read-only `dest` is atomic.DestinationError naming `dest`, and the set that was there stays whole; so is a
+    `dest` that holds files write_shards did not write (they are never replaced)."""
     samples = [(str(path), int(label)) for path, label in samples]
     made_from = sources_key(samples, content=content)
 
@@ -128,7 +130,9 @@ def write_shards(
         same = manifest.get("samples") == len(samples) and manifest.get("per_shard") == per_shard
         return same and manifest.get("sources") == made_from and _set_problem(path) is None
 
-    build_once(dest, build, is_complete=complete)
+    build_once(
+        dest, build, is_complete=complete, owns=lambda name: name == MANIFEST or bool(_SHARD_NAME.fullmatch(name))
+    )
     return shard_paths(dest)
 
 
