@@ -186,7 +186,15 @@ class ResizedStore:
         return int(self.meta["bytes"])
 
     def _map(self) -> np.memmap:
-        with open_regular(self.path / PIXELS, role="a resized store's pixels") as f:
+        try:
+            f = open_regular(self.path / PIXELS, role="a resized store's pixels")
+        except FileNotFoundError as error:  # removed, or between the two renames of a rebuild's publish
+            raise ResizedStoreError(
+                f"{self.path}: {PIXELS} is gone since this reader opened the store (removed, or being built again "
+                "right now); build it if need be, then open it again (ResizedStore) and make the dataset and loader "
+                "again"
+            ) from error
+        with f:
             problem = _pixels_problem(f, self.path, self.meta)
             if problem is not None:
                 raise ResizedStoreError(
