@@ -1,5 +1,6 @@
 """Extracting tar archives that refuse unsafe members and archive bombs, checked header by header before `tarfile`
-trusts them, and published whole or not at all, safe when several processes extract into the same folder at once.
+trusts them, and published whole or not at all, safe when several processes extract into the same folder at once;
+and checking that a file is the one expected (its digest, and its kind from its first bytes) before it is trusted.
 
 Extraction goes through tarfile's `data` filter where this Python has it (3.10.12, 3.11.4, 3.12 and newer); on older
 releases (Debian 12's 3.11.2, for one) this module writes the members itself, with the same rules: every folder made
@@ -15,6 +16,7 @@ Needs: the standard library only.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import lzma
 import os
 import shutil
@@ -28,14 +30,109 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .atomic import build_once, writing_into
 from .safe_open import make_dirs, open_regular
-from .tar_scan import BadArchiveError, ExtractLimits, ScannedMember, UnsafeArchiveError, scan_tar
+from .tar_scan import (
+    BadArchiveError,
+    ExtractLimits,
+    ScannedMember,
+    UnsafeArchiveError,
+    describe_kind,
+    kind_of_head,
+    scan_tar,
+)
 
-__all__ = ["BadArchiveError", "ExtractLimits", "UnsafeArchiveError", "extract_into", "safe_extract"]
+__all__ = [
+    "BadArchiveError",
+    "ChecksumMismatchError",
+    "ExtractLimits",
+    "UnsafeArchiveError",
+    "extract_into",
+    "file_digest",
+    "file_kind",
+    "safe_extract",
+    "verify_file",
+]
 
 MAX_DEPTH = 255  # folders in a member's path; deeper is no dataset (and tarfile's recursive makedirs would fail)
 PATH_MAX = 4096 if sys.platform.startswith("linux") else 1024  # bytes in a whole path (macOS, the BSDs: 1024)
 _FILTER_ERRORS = (tarfile.FilterError,) if hasattr(tarfile, "FilterError") else ()
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+CHUNK_BYTES = 1 << 20
+
+
+class ChecksumMismatchError(RuntimeError):
+    """A downloaded or existing file does not have the expected digest (`kind_found`: what the file looks like)."""
+
+    kind_found: str | None = None
+
+
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    """Return the hex digest of a file's bytes (`algorithm`: any hashlib name, e.g. sha256, md5)."""
+    digest = hashlib.new(algorithm)
+    with open_regular(path, role="a file to verify") as f:
+        for block in iter(lambda: f.read(CHUNK_BYTES), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_kind(path: str | os.PathLike) -> str:
+    """What a file's first bytes say it is: gzip, bzip2, xz, zip, tar, html, empty or unknown."""
+    with open_regular(path, role="a downloaded file") as f:
+        return kind_of_head(f.read(512))
+
+
+def _expected(sha256: str | None, md5: str | None) -> tuple[str, str] | None:
+    return ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower()) if md5 else None
+
+
+def mismatch(path: Path, sha256: str | None, md5: str | None) -> tuple[str, str, str] | None:
+    """(algorithm, got, expected) when `path` does not match the digest given (sha256 before md5), else None."""
+    expected = _expected(sha256, md5)
+    if expected is None:
+        return None
+    algorithm, want = expected
+    got = file_digest(path, algorithm)
+    return None if got == want else (algorithm, got, want)
+
+
+def mismatch_error(
+    path: Path, algorithm: str, got: str, want: str, *, source: str, kind: str | None = None
+) -> ChecksumMismatchError:
+    """The error for a digest mismatch, saying what the file looks like and what to do."""
+    found = file_kind(path)
+    if kind is not None and found != kind:
+        advice = (
+            f"It is {describe_kind(found)}, not {describe_kind(kind)}: the server sent something else, so its digest "
+            f"means nothing. Delete {path} and run again later."
+        )
+    else:
+        advice = (
+            f"Delete {path} and run again to download it afresh. Trust a new digest only after checking where it "
+            f"came from (the publisher's own page, over HTTPS): a changed file is more often a broken or tampered "
+            f"download than a new release."
+        )
+    error = ChecksumMismatchError(f"{path} (from {source}): {algorithm.upper()} is {got}, expected {want}. {advice}")
+    error.kind_found = found
+    return error
+
+
+def verify_file(
+    path: Path, *, sha256: str | None = None, md5: str | None = None, source: str = "disk", kind: str | None = None
+) -> None:
+    """Raise ChecksumMismatchError, saying how to proceed, unless `path` has the expected digest."""
+    problem = mismatch(Path(path), sha256, md5)
+    if problem:
+        raise mismatch_error(Path(path), *problem, source=source, kind=kind)
+
+
+def is_verified(path: Path, *, sha256: str | None, md5: str | None, kind: str | None = None) -> bool:
+    """True when `path` is there with the expected digest and kind, False when absent; a wrong one raises
+    (ChecksumMismatchError, BadArchiveError). It only reads, so a file in a read-only folder is fine."""
+    if not os.path.lexists(path):
+        return False
+    verify_file(path, sha256=sha256, md5=md5, source="an earlier download", kind=kind)
+    if kind is not None and (found := file_kind(path)) != kind:
+        raise BadArchiveError(f"{path}: is {describe_kind(found)}, not {describe_kind(kind)}; delete it and run again")
+    return True
 
 
 def _check_member(member: tarfile.TarInfo, archive: Path) -> None:

@@ -99,11 +99,16 @@ def hidden_name(target: str | os.PathLike, suffix: str) -> str:
     return f".{name}.{suffix}"
 
 
+def sibling_path(target: str | os.PathLike, suffix: str) -> Path:
+    """`target.suffix` beside `target` (`f.tgz.part`), or a shortened hidden name when that would not fit."""
+    target = Path(target)
+    fits = len(target.name.encode("utf-8", "surrogateescape")) + len(suffix) + 1 <= NAME_MAX
+    return target.with_name(f"{target.name}.{suffix}" if fits else hidden_name(target, suffix))
+
+
 def lock_path_of(target: str | os.PathLike) -> Path:
     """The lock file beside `target`: `target.lock`, or a shortened hidden name when that would not fit."""
-    target = Path(target)
-    fits = len(target.name.encode("utf-8", "surrogateescape")) + len(".lock") <= NAME_MAX
-    return target.with_name(target.name + ".lock" if fits else hidden_name(target, "lock"))
+    return sibling_path(target, "lock")
 
 
 @contextlib.contextmanager

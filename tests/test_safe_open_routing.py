@@ -34,6 +34,7 @@ REASONED = {
     ("cifar.py", "write_cifar10_batch", ".write_bytes"): "writes the file its caller names (the stand-in writer)",
     ("cifar.py", "write_cifar10_class_names", ".write_text"): "writes the file its caller names (the stand-in writer)",
     ("checkpoint.py", "save_checkpoint", "torch.save"): "into the fresh file _open_scratch made (O_EXCL)",
+    ("download.py", "_open", ".open"): "urllib's opener.open(request): a URL, not a path",
     ("memory.py", "reset_peak_rss", "open"): "a /proc file of this process",
     ("memory.py", "_proc_bytes", "open"): "a /proc file of this process",
     ("precision.py", "load_cached_choice", ".read_text"): "not yet routed: the course's own cache file, not user data",
