@@ -226,12 +226,13 @@ def sources_key(samples: Sequence[tuple[str | os.PathLike, int]], *, content: bo
     digest = hashlib.blake2b(digest_size=16)
     for path, label in samples:
         info = os.stat(path)
-        stamp = _content_digest(path) if content else str(info.st_mtime_ns)
+        stamp = content_digest(path) if content else str(info.st_mtime_ns)
         digest.update(f"{os.path.abspath(path)}\0{int(label)}\0{info.st_size}\0{stamp}\n".encode())
     return digest.hexdigest()
 
 
-def _content_digest(path: str | os.PathLike) -> str:
+def content_digest(path: str | os.PathLike) -> str:
+    """The 16-byte BLAKE2b of a file's bytes, read a MiB at a time (a regular file only), in hex."""
     digest = hashlib.blake2b(digest_size=16)
     with open_regular(path, role="a source file") as f:
         for block in iter(lambda: f.read(len(_ZEROS)), b""):

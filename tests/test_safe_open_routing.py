@@ -40,7 +40,6 @@ REASONED = {
     ("precision.py", "save_cached_choice", ".write_text"): "a scratch name beside the cache, renamed over it",
     ("sr_cache.py", "_build_on_disk", "np.memmap"): "its own staging file, reserved by reserve_file just before",
     ("sr_cache.py", "_build_on_disk", ".write_text"): "meta.json in its own private staging folder",
-    ("sr_cache.py", "_open_or_build_on_disk", "np.memmap"): "mapped right after _cache_problem's check_regular",
 }
 # Modules that read or write paths only through the ones listed here: what the FIFO cases below cover.
 THROUGH_OTHERS = {
