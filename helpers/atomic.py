@@ -40,6 +40,7 @@ NAME_MAX = 255  # bytes in one file name (Linux, macOS, Windows)
 _HIDDEN_NAME_BYTES = 140  # a target name longer than this is shortened (with a digest) inside hidden sibling names
 _FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+_DESKTOP_FILES = {".DS_Store", "Thumbs.db", "desktop.ini"}  # what a file browser leaves in a folder it showed
 
 
 class DestinationError(OSError):
@@ -289,7 +290,7 @@ def _buildable(target: Path, folder: bool, owns: Callable[[str], bool] | None) -
             f"away, or choose another {kind}",
             str(target),
         )
-    foreign = sorted(name for name in os.listdir(target) if not owns(name)) if folder and owns else []
+    foreign = sorted(n for n in os.listdir(target) if not (owns(n) or n in _DESKTOP_FILES)) if folder and owns else []
     if foreign:
         raise DestinationError(
             errno.EEXIST,

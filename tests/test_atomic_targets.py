@@ -83,6 +83,7 @@ def test_a_folder_of_what_the_build_makes_is_rebuilt(tmp_path):
     write_shards(samples[:2], tmp_path / "shards")
     assert len(write_shards(samples, tmp_path / "shards", per_shard=2)) == len(shard_paths(tmp_path / "shards")) == 2
     build_resized_store(samples[:2], tmp_path / "store", short_side=8)
+    (tmp_path / "store" / ".DS_Store").write_bytes(b"a file browser's")  # not the user's data: replaced with the rest
     assert len(ResizedStore(build_resized_store(samples, tmp_path / "store", short_side=8))) == 3
     (tmp_path / "empty").mkdir()
     assert len(write_shards(samples, tmp_path / "empty")) == 1
