@@ -1,5 +1,6 @@
 """Extracting tar archives that refuse unsafe members and archive bombs, checked header by header before `tarfile`
-trusts them, and published whole or not at all, safe when several processes extract into the same folder at once.
+trusts them, and published whole or not at all, safe when several processes extract into the same folder at once;
+and checking that a file is the one expected (its digest, and its kind from its first bytes) before it is trusted.
 
 Extraction goes through tarfile's `data` filter where this Python has it (3.10.12, 3.11.4, 3.12 and newer); on older
 releases (Debian 12's 3.11.2, for one) this module writes the members itself, with the same rules: every folder made
@@ -15,24 +16,123 @@ Needs: the standard library only.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import lzma
 import os
 import shutil
 import stat
+import sys
 import tarfile
+import uuid
 import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from .atomic import build_once, writing_into
 from .safe_open import make_dirs, open_regular
-from .tar_scan import BadArchiveError, ExtractLimits, ScannedMember, UnsafeArchiveError, scan_tar
+from .tar_scan import (
+    BadArchiveError,
+    ExtractLimits,
+    ScannedMember,
+    UnsafeArchiveError,
+    describe_kind,
+    kind_of_head,
+    scan_tar,
+)
 
-__all__ = ["BadArchiveError", "ExtractLimits", "UnsafeArchiveError", "extract_into", "safe_extract"]
+__all__ = [
+    "BadArchiveError",
+    "ChecksumMismatchError",
+    "ExtractLimits",
+    "UnsafeArchiveError",
+    "extract_into",
+    "file_digest",
+    "file_kind",
+    "safe_extract",
+    "verify_file",
+]
 
 MAX_DEPTH = 255  # folders in a member's path; deeper is no dataset (and tarfile's recursive makedirs would fail)
+PATH_MAX = 4096 if sys.platform.startswith("linux") else 1024  # bytes in a whole path (macOS, the BSDs: 1024)
 _FILTER_ERRORS = (tarfile.FilterError,) if hasattr(tarfile, "FilterError") else ()
 _SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+CHUNK_BYTES = 1 << 20
+
+
+class ChecksumMismatchError(RuntimeError):
+    """A downloaded or existing file does not have the expected digest (`kind_found`: what the file looks like)."""
+
+    kind_found: str | None = None
+
+
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    """Return the hex digest of a file's bytes (`algorithm`: any hashlib name, e.g. sha256, md5)."""
+    digest = hashlib.new(algorithm)
+    with open_regular(path, role="a file to verify") as f:
+        for block in iter(lambda: f.read(CHUNK_BYTES), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_kind(path: str | os.PathLike) -> str:
+    """What a file's first bytes say it is: gzip, bzip2, xz, zip, tar, html, empty or unknown."""
+    with open_regular(path, role="a downloaded file") as f:
+        return kind_of_head(f.read(512))
+
+
+def _expected(sha256: str | None, md5: str | None) -> tuple[str, str] | None:
+    return ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower()) if md5 else None
+
+
+def mismatch(path: Path, sha256: str | None, md5: str | None) -> tuple[str, str, str] | None:
+    """(algorithm, got, expected) when `path` does not match the digest given (sha256 before md5), else None."""
+    expected = _expected(sha256, md5)
+    if expected is None:
+        return None
+    algorithm, want = expected
+    got = file_digest(path, algorithm)
+    return None if got == want else (algorithm, got, want)
+
+
+def mismatch_error(
+    path: Path, algorithm: str, got: str, want: str, *, source: str, kind: str | None = None
+) -> ChecksumMismatchError:
+    """The error for a digest mismatch, saying what the file looks like and what to do."""
+    found = file_kind(path)
+    if kind is not None and found != kind:
+        advice = (
+            f"It is {describe_kind(found)}, not {describe_kind(kind)}: the server sent something else, so its digest "
+            f"means nothing. Delete {path} and run again later."
+        )
+    else:
+        advice = (
+            f"Delete {path} and run again to download it afresh. Trust a new digest only after checking where it "
+            f"came from (the publisher's own page, over HTTPS): a changed file is more often a broken or tampered "
+            f"download than a new release."
+        )
+    error = ChecksumMismatchError(f"{path} (from {source}): {algorithm.upper()} is {got}, expected {want}. {advice}")
+    error.kind_found = found
+    return error
+
+
+def verify_file(
+    path: Path, *, sha256: str | None = None, md5: str | None = None, source: str = "disk", kind: str | None = None
+) -> None:
+    """Raise ChecksumMismatchError, saying how to proceed, unless `path` has the expected digest."""
+    problem = mismatch(Path(path), sha256, md5)
+    if problem:
+        raise mismatch_error(Path(path), *problem, source=source, kind=kind)
+
+
+def is_verified(path: Path, *, sha256: str | None, md5: str | None, kind: str | None = None) -> bool:
+    """True when `path` is there with the expected digest and kind, False when absent; a wrong one raises
+    (ChecksumMismatchError, BadArchiveError). It only reads, so a file in a read-only folder is fine."""
+    if not os.path.lexists(path):
+        return False
+    verify_file(path, sha256=sha256, md5=md5, source="an earlier download", kind=kind)
+    if kind is not None and (found := file_kind(path)) != kind:
+        raise BadArchiveError(f"{path}: is {describe_kind(found)}, not {describe_kind(kind)}; delete it and run again")
+    return True
 
 
 def _check_member(member: tarfile.TarInfo, archive: Path) -> None:
@@ -46,6 +146,11 @@ def _check_member(member: tarfile.TarInfo, archive: Path) -> None:
         raise UnsafeArchiveError(
             f"{archive}: member {name[:60]!r}... is {len(PurePosixPath(name).parts)} folders deep, past {MAX_DEPTH}; "
             "no dataset is, refusing to extract anything"
+        )
+    if not PurePosixPath(name).parts and not member.isdir():
+        raise UnsafeArchiveError(
+            f"{archive}: member {name!r} is a file named as the destination folder itself; the archive is crafted or "
+            "damaged, refusing to extract anything"
         )
     if member.issym() or member.islnk():
         raise UnsafeArchiveError(
@@ -62,19 +167,56 @@ def _check_member(member: tarfile.TarInfo, archive: Path) -> None:
         )
 
 
-def _check_clashes(members: list[tarfile.TarInfo], archive: Path) -> None:
-    """Refuse a name that one member makes a file and another a folder (a later file may replace an earlier one)."""
-    kinds: dict[tuple[str, ...], str] = {}
+def _check_clashes(members: list[tarfile.TarInfo], archive: Path, *, fold: bool = False) -> None:
+    """Refuse a name that one member makes a file and another a folder (a later file may replace an earlier one); with
+    `fold` (a case-insensitive destination), also a file whose name differs only in case from another member's."""
+    kinds: dict[tuple[str, ...], tuple[str, str]] = {}  # (folded) parts -> (file or folder, the name as written)
     for member in members:
         parts = PurePosixPath(member.name).parts
         for depth in range(1, len(parts) + 1):
-            kind = "file" if depth == len(parts) and not member.isdir() else "folder"
-            if kinds.setdefault(parts[:depth], kind) != kind:
+            kind, name = "file" if depth == len(parts) and not member.isdir() else "folder", "/".join(parts[:depth])
+            seen_kind, seen_name = kinds.setdefault(
+                tuple(p.casefold() for p in parts[:depth]) if fold else parts[:depth], (kind, name)
+            )
+            if seen_kind != kind:
+                other = "it" if seen_name == name else repr(seen_name)
                 raise UnsafeArchiveError(
-                    f"{archive}: member {member.name!r} makes {'/'.join(parts[:depth])!r} a {kind}, where another "
-                    f"member makes it a {kinds[parts[:depth]]}; the archive is damaged or crafted, refusing to extract "
-                    "anything"
+                    f"{archive}: member {member.name!r} makes {name!r} a {kind}, where another member makes {other} a "
+                    f"{seen_kind}; the archive is damaged or crafted, refusing to extract anything"
                 )
+            if seen_name != name and "file" in (kind, seen_kind):
+                raise UnsafeArchiveError(
+                    f"{archive}: members {seen_name!r} and {name!r} differ only in case, so they are one file on the "
+                    "case-insensitive file system of the destination and one would replace the other; extract it "
+                    "on a case-sensitive file system, refusing to extract anything"
+                )
+
+
+def _folds_case(dest: Path) -> bool:
+    """True when `dest` (or, before it exists, its nearest existing parent) is on a case-insensitive file system
+    (macOS and Windows by default): a probe folder made under a lower-case name is found under its upper-case one."""
+    folder = Path(os.path.abspath(dest))
+    while not folder.is_dir() and folder.parent != folder:
+        folder = folder.parent
+    probe = folder / f".case-probe-{uuid.uuid4().hex[:8]}"
+    probe.mkdir()
+    try:
+        return os.path.isdir(folder / probe.name.upper())
+    finally:
+        probe.rmdir()
+
+
+def _check_path_lengths(members: list[tarfile.TarInfo], dest: Path, archive: Path) -> None:
+    """Refuse a member whose path under `dest` would be longer than the PATH_MAX bytes a path may have."""
+    base = len(os.fsencode(os.path.abspath(dest))) + 1
+    for member in members:
+        length = base + len(member.name.encode("utf-8", "surrogateescape"))
+        if length >= PATH_MAX:
+            raise UnsafeArchiveError(
+                f"{archive}: member {member.name[:60]!r}... would have a path of {length} bytes in {dest}, past the "
+                f"{PATH_MAX} a path may have; extract it into a folder with a shorter path (no dataset's names are "
+                "that long: if it is not yours, it is crafted)"
+            )
 
 
 def _checked_members(tar: tarfile.TarFile, archive: Path, scanned: list[ScannedMember]) -> list[tarfile.TarInfo]:
@@ -156,8 +298,9 @@ def safe_extract(
     """Extract a tar archive into `dest` after checking every header, member and the `limits` (default: for_archive).
 
     Refuses absolute paths, '..', links, devices, sparse files, negative sizes, oversized meta headers, names no file
-    system holds, a name that is a file in one member and a folder in another, archives past the limits and damaged
-    or truncated streams (read to their end, so a bad CRC shows) before writing anything, then extracts through
+    system holds (a path past PATH_MAX in `dest` included), a name that is a file in one member and a folder in
+    another (or, on a case-insensitive file system, a file in another case), impossible modification times,
+    archives past the limits and damaged or truncated streams (read to their end, so a bad CRC shows) before writing anything, then extracts through
     tarfile's `data` filter (which also stops writes through links already in `dest`), or under the same rules by
     itself on a Python without that filter. A full disk or a read-only `dest` is a DestinationError naming it.
     """
@@ -169,7 +312,10 @@ def safe_extract(
         try:
             with tarfile.open(fileobj=f) as tar:
                 members = _checked_members(tar, archive, scanned)  # all checked before anything is written
+                _check_path_lengths(members, dest, archive)
                 with writing_into(dest, f"the members of {archive.name}", anywhere=True):  # full, read-only
+                    if _folds_case(dest):
+                        _check_clashes(members, archive, fold=True)
                     make_dirs(dest)
                     if hasattr(tarfile, "data_filter"):
                         tar.extractall(dest, members=members, filter=_data_filter)

@@ -22,12 +22,13 @@ import os
 import re
 import shutil
 import socket
+import stat
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .safe_open import make_dirs, open_regular
+from .safe_open import describe_mode, make_dirs, open_regular
 
 try:
     import fcntl
@@ -39,6 +40,7 @@ NAME_MAX = 255  # bytes in one file name (Linux, macOS, Windows)
 _HIDDEN_NAME_BYTES = 140  # a target name longer than this is shortened (with a digest) inside hidden sibling names
 _FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+_DESKTOP_FILES = {".DS_Store", "Thumbs.db", "desktop.ini"}  # what a file browser leaves in a folder it showed
 
 
 class DestinationError(OSError):
@@ -98,11 +100,16 @@ def hidden_name(target: str | os.PathLike, suffix: str) -> str:
     return f".{name}.{suffix}"
 
 
+def sibling_path(target: str | os.PathLike, suffix: str) -> Path:
+    """`target.suffix` beside `target` (`f.tgz.part`), or a shortened hidden name when that would not fit."""
+    target = Path(target)
+    fits = len(target.name.encode("utf-8", "surrogateescape")) + len(suffix) + 1 <= NAME_MAX
+    return target.with_name(f"{target.name}.{suffix}" if fits else hidden_name(target, suffix))
+
+
 def lock_path_of(target: str | os.PathLike) -> Path:
     """The lock file beside `target`: `target.lock`, or a shortened hidden name when that would not fit."""
-    target = Path(target)
-    fits = len(target.name.encode("utf-8", "surrogateescape")) + len(".lock") <= NAME_MAX
-    return target.with_name(target.name + ".lock" if fits else hidden_name(target, "lock"))
+    return sibling_path(target, "lock")
 
 
 @contextlib.contextmanager
@@ -220,12 +227,13 @@ def sources_key(samples: Sequence[tuple[str | os.PathLike, int]], *, content: bo
     digest = hashlib.blake2b(digest_size=16)
     for path, label in samples:
         info = os.stat(path)
-        stamp = _content_digest(path) if content else str(info.st_mtime_ns)
+        stamp = content_digest(path) if content else str(info.st_mtime_ns)
         digest.update(f"{os.path.abspath(path)}\0{int(label)}\0{info.st_size}\0{stamp}\n".encode())
     return digest.hexdigest()
 
 
-def _content_digest(path: str | os.PathLike) -> str:
+def content_digest(path: str | os.PathLike) -> str:
+    """The 16-byte BLAKE2b of a file's bytes, read a MiB at a time (a regular file only), in hex."""
     digest = hashlib.blake2b(digest_size=16)
     with open_regular(path, role="a source file") as f:
         for block in iter(lambda: f.read(len(_ZEROS)), b""):
@@ -239,6 +247,7 @@ def build_once(
     *,
     is_complete: Callable[[Path], bool],
     folder: bool = True,
+    owns: Callable[[str], bool] | None = None,
 ) -> bool:
     """Make `target` exist and be complete, building it at most once however many processes ask at the same time.
 
@@ -247,8 +256,12 @@ def build_once(
     with `folder=False`), and publish it in one rename only if `build` returned without error, so a half build is
     never seen. `build` should verify what it made and raise when it is not right; a full disk or a folder that
     cannot be written is a DestinationError naming `target`. Returns True when this call built.
+
+    A link at `target` is followed (the build goes beside the real folder, and the link stays). Before anything is
+    built, a target of the other kind (a file where the folder goes) is a DestinationError, and so is a folder
+    holding an entry `owns(name)` does not accept, which publishing would delete (a folder of the user's photos).
     """
-    target = Path(target)
+    target = _buildable(Path(target), folder, owns)
     if is_complete(target):  # before any lock: a complete target in a read-only folder is used as it is
         if _leftovers(target):  # a publish killed after its rename left the old folder set aside: clear it
             with file_lock(target):
@@ -261,6 +274,32 @@ def build_once(
         with writing_into(target, "the build"), staged(target, folder=folder) as staging:
             build(staging)
     return True
+
+
+def _buildable(target: Path, folder: bool, owns: Callable[[str], bool] | None) -> Path:
+    """`target`, or the folder a link there points to; DestinationError for what publishing it must not replace."""
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
+    if not os.path.lexists(target):
+        return target
+    mode, kind = os.lstat(target).st_mode, "folder" if folder else "file"
+    if stat.S_ISDIR(mode) != folder:
+        raise DestinationError(
+            errno.ENOTDIR if folder else errno.EISDIR,
+            f"{target}: is {describe_mode(mode)}, where the build puts a {kind}; it is left as it is: move it "
+            f"away, or choose another {kind}",
+            str(target),
+        )
+    foreign = sorted(n for n in os.listdir(target) if not (owns(n) or n in _DESKTOP_FILES)) if folder and owns else []
+    if foreign:
+        raise DestinationError(
+            errno.EEXIST,
+            f"{target}: holds {len(foreign)} entries this build did not make ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); building there would replace the folder and delete them: "
+            "choose an empty or new folder, or move them away",
+            str(target),
+        )
+    return target
 
 
 def reserve_file(path: str | os.PathLike, size: int) -> None:

@@ -10,7 +10,11 @@ Needs: numpy, torch.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +27,7 @@ CIFAR10_META = "batches.meta.txt"
 CIFAR10_CLASSES = 10
 IMAGE_SHAPE = (3, 32, 32)
 RECORD_BYTES = 1 + 3 * 32 * 32  # one label byte, then the pixels
+META_BYTES = 64 << 10  # ten class names, one a line: past this it is not the class-name file
 
 
 class CifarFormatError(RuntimeError):
@@ -34,27 +39,40 @@ def _cifar_folder(root: str | os.PathLike) -> Path:
     return root if root.name == CIFAR10_FOLDER or (root / CIFAR10_META).exists() else root / CIFAR10_FOLDER
 
 
-def _absence(path: Path) -> str:
-    """'missing', or what stands where a regular file should (a FIFO or device is never read)."""
-    if not os.path.lexists(path):
-        return "missing"
-    return "not a regular file (a FIFO, folder, device or dangling link) where it expects the"
+def _open_file(path: Path, what: str):
+    """`path` open for reading when it is a regular file (a link to one is fine), else CifarFormatError saying what is
+    there; non-blocking and checked with fstat, so a FIFO or device is never read and nothing can be swapped in
+    between a check and the read (safe_open.py's check, written out so this module copies alone)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return os.fdopen(fd, "rb")
+        os.close(fd)
+    except OSError as error:  # missing, a dangling link, a socket (ENXIO), unreadable
+        if not os.path.lexists(path):
+            raise CifarFormatError(f"{path}: missing {what}; prepare CIFAR-10 (binary version) there first") from None
+        if error.errno not in (errno.ENOENT, errno.ENXIO):
+            raise CifarFormatError(f"{path}: cannot read the {what} ({error.strerror})") from error
+    raise CifarFormatError(
+        f"{path}: not a regular file (a FIFO, folder, device or dangling link) where it expects the {what}; prepare "
+        "CIFAR-10 (binary version) there first"
+    )
 
 
 def read_cifar10_batch(path: str | os.PathLike) -> tuple[torch.Tensor, torch.Tensor]:
     """Read one binary batch file as uint8 images (N, 3, 32, 32) and int64 labels (N,), checking size and labels."""
     path = Path(path)
-    if not path.is_file():
-        raise CifarFormatError(
-            f"{path}: {_absence(path)} CIFAR-10 batch; prepare CIFAR-10 (binary version) there first"
-        )
-    size = path.stat().st_size
-    if size == 0 or size % RECORD_BYTES:
-        raise CifarFormatError(
-            f"{path}: {size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR-10 records; the file is "
-            "truncated or not the binary version: delete the folder and prepare CIFAR-10 again"
-        )
-    records = np.frombuffer(path.read_bytes(), dtype=np.uint8).reshape(-1, RECORD_BYTES)
+    with _open_file(path, "CIFAR-10 batch") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0 or size % RECORD_BYTES:
+            raise CifarFormatError(
+                f"{path}: {size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR-10 records; the file is "
+                "truncated or not the binary version: delete the folder and prepare CIFAR-10 again"
+            )
+        data = f.read(size)
+    if len(data) != size:
+        raise CifarFormatError(f"{path}: changed while it was read ({len(data)} of {size} bytes); read it again")
+    records = np.frombuffer(data, dtype=np.uint8).reshape(-1, RECORD_BYTES)
     labels = records[:, 0]
     bad = np.flatnonzero(labels >= CIFAR10_CLASSES)
     if len(bad):
@@ -76,12 +94,12 @@ def load_cifar10(root: str | os.PathLike, train: bool = True) -> tuple[torch.Ten
 def cifar10_class_names(root: str | os.PathLike) -> list[str]:
     """Return the 10 class names from `batches.meta.txt` under `root` (one per line)."""
     path = _cifar_folder(root) / CIFAR10_META
-    if not path.is_file():
-        raise CifarFormatError(
-            f"{path}: {_absence(path)} class-name file; prepare CIFAR-10 (binary version) there first"
-        )
+    with _open_file(path, "class-name file") as f:
+        data = f.read(META_BYTES + 1)
+    if len(data) > META_BYTES:
+        raise CifarFormatError(f"{path}: over {META_BYTES} bytes, not a file of class names; prepare CIFAR-10 again")
     try:
-        names = [line.strip() for line in path.read_text(encoding="ascii").splitlines() if line.strip()]
+        names = [line.strip() for line in data.decode("ascii").splitlines() if line.strip()]
     except UnicodeDecodeError as error:
         raise CifarFormatError(f"{path}: not a text file of class names ({error}); prepare CIFAR-10 again") from error
     if len(names) != CIFAR10_CLASSES:
@@ -108,6 +126,24 @@ def _labels_as_bytes(labels: torch.Tensor | np.ndarray, count: int, path: Path) 
     return labels.astype(np.uint8)
 
 
+def _write_new(path: Path, data: bytes) -> Path:
+    """Write `data` to `path` through a fresh scratch file beside it and one rename: never through a link or into a
+    FIFO someone put at `path`, and a reader sees the old file or the new one, never half of it."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise CifarFormatError(f"{path}: is a folder, where the file goes; move it away, or write somewhere else")
+    scratch = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        with os.fdopen(os.open(scratch, flags, 0o644), "wb") as f:
+            f.write(data)
+        os.replace(scratch, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        raise
+    return path
+
+
 def write_cifar10_batch(
     path: str | os.PathLike, images: torch.Tensor | np.ndarray, labels: torch.Tensor | np.ndarray
 ) -> Path:
@@ -120,8 +156,7 @@ def write_cifar10_batch(
     records = np.empty((len(images), RECORD_BYTES), dtype=np.uint8)
     records[:, 0] = _labels_as_bytes(labels, len(images), path)
     records[:, 1:] = images.reshape(len(images), -1)
-    path.write_bytes(records.tobytes())
-    return path
+    return _write_new(path, records.tobytes())
 
 
 def write_cifar10_class_names(path: str | os.PathLike, names: list[str]) -> Path:
@@ -129,5 +164,4 @@ def write_cifar10_class_names(path: str | os.PathLike, names: list[str]) -> Path
     path = Path(path)
     if len(names) != CIFAR10_CLASSES or any(not n.strip() or "\n" in n for n in names):
         raise CifarFormatError(f"{path}: need 10 non-empty one-line class names, got {names!r}")
-    path.write_text("\n".join(names) + "\n", encoding="ascii")
-    return path
+    return _write_new(path, ("\n".join(names) + "\n").encode("ascii"))

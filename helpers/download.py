@@ -1,34 +1,48 @@
 """Verified, resumable downloads that abandon stalled transfers and refuse files of the wrong kind or size, safe
 when several processes fetch the same file at once; the archive extraction of `archives.py`, re-exported.
 
-Every transfer is bounded (a deadline from the expected size, a byte cap, a stall rule, a socket timeout) and its
-kind checked on its first bytes; an error status, a redirect loop or one to file://, a refused connection and a
-silent server are this module's errors naming the URL. A verified file is used without the lock (so from a
+Every transfer is bounded (the reply's head within the timeout, the body within a deadline from the expected size,
+both enforced by shutting the socket, a byte cap, a stall rule) and its kind checked on its first bytes; an error
+status, a redirect loop or one to anything but http(s), a refused connection and a silent server are this module's
+errors naming the URL. A verified file is used without the lock (so from a
 read-only folder); what must be written says which folder and what to do.
 
 Copy with: atomic.py (the inter-process lock, one-rename publish), safe_open.py (regular files only, no planted
-links followed), tar_scan.py (file kinds) and archives.py (safe extraction; drop the re-export if you copy only this).
+links followed), tar_scan.py (file kinds) and archives.py (the digest check, and safe extraction, re-exported).
 Needs: tqdm (the download's progress bar).
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import http.client
 import os
 import re
+import socket
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
-from .archives import ExtractLimits, extract_into, safe_extract
-from .atomic import DestinationError, file_lock, publish
+from .archives import (
+    ChecksumMismatchError,
+    ExtractLimits,
+    extract_into,
+    file_digest,
+    file_kind,
+    is_verified,
+    mismatch,
+    mismatch_error,
+    safe_extract,
+    verify_file,
+)
+from .atomic import DestinationError, file_lock, publish, sibling_path
 from .safe_open import check_regular, open_regular
 from .tar_scan import BadArchiveError, UnsafeArchiveError, describe_kind, kind_of_head
 
@@ -41,18 +55,11 @@ __all__ = [
 ]
 # fmt: on
 
-CHUNK_BYTES = 1 << 20
 READ_BYTES = 64 << 10  # one read of the response: returns as soon as some bytes arrived, so stalls are seen
 MAX_BYTES = 4 << 30  # the cap on a download of unknown size: past any dataset archive this code fetches
 DEADLINE_BASE_S = 300.0  # the overall deadline: this much, plus the expected bytes at DEADLINE_BYTES_PER_S
 DEADLINE_BYTES_PER_S = 64 << 10  # 64 KiB/s: CIFAR-10's 170 MB get 48 min, where the stall rule alone allows 46 h
 HEAD_BYTES = 512  # the first bytes, that tell a file's kind
-
-
-class ChecksumMismatchError(RuntimeError):
-    """A downloaded or existing file does not have the expected digest (`kind_found`: what the file looks like)."""
-
-    kind_found: str | None = None
 
 
 class IncompleteDownloadError(ConnectionError):
@@ -86,67 +93,63 @@ class StallRule:
     seconds: float = 60.0
 
 
-def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
-    """Return the hex digest of a file's bytes (`algorithm`: any hashlib name, e.g. sha256, md5)."""
-    digest = hashlib.new(algorithm)
-    with open_regular(path, role="a file to verify") as f:
-        for block in iter(lambda: f.read(CHUNK_BYTES), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_kind(path: str | os.PathLike) -> str:
-    """What a file's first bytes say it is: gzip, bzip2, xz, zip, tar, html, empty or unknown."""
-    with open_regular(path, role="a downloaded file") as f:
-        return kind_of_head(f.read(512))
-
-
-def _expected(sha256: str | None, md5: str | None) -> tuple[str, str] | None:
-    return ("sha256", sha256.lower()) if sha256 else ("md5", md5.lower()) if md5 else None
-
-
-def _mismatch(path: Path, sha256: str | None, md5: str | None) -> tuple[str, str, str] | None:
-    """Return (algorithm, got, expected) when `path` does not match the expected digest, else None."""
-    expected = _expected(sha256, md5)
-    if expected is None:
-        return None
-    algorithm, want = expected
-    got = file_digest(path, algorithm)
-    return None if got == want else (algorithm, got, want)
-
-
-def _mismatch_error(
-    path: Path, algorithm: str, got: str, want: str, *, source: str, kind: str | None = None
-) -> ChecksumMismatchError:
-    found = file_kind(path)
-    if kind is not None and found != kind:
-        advice = (
-            f"It is {describe_kind(found)}, not {describe_kind(kind)}: the server sent something else, so its digest "
-            f"means nothing. Delete {path} and run again later."
-        )
-    else:
-        advice = (
-            f"Delete {path} and run again to download it afresh. Trust a new digest only after checking where it "
-            f"came from (the publisher's own page, over HTTPS): a changed file is more often a broken or tampered "
-            f"download than a new release."
-        )
-    error = ChecksumMismatchError(f"{path} (from {source}): {algorithm.upper()} is {got}, expected {want}. {advice}")
-    error.kind_found = found
-    return error
-
-
-def verify_file(
-    path: Path, *, sha256: str | None = None, md5: str | None = None, source: str = "disk", kind: str | None = None
-) -> None:
-    """Raise ChecksumMismatchError, saying how to proceed, unless `path` has the expected digest."""
-    problem = _mismatch(Path(path), sha256, md5)
-    if problem:
-        raise _mismatch_error(Path(path), *problem, source=source, kind=kind)
-
-
 def transfer_deadline(expected_bytes: int) -> float:
     """Seconds a transfer of `expected_bytes` may take in all: DEADLINE_BASE_S plus the bytes at 64 KiB/s."""
     return DEADLINE_BASE_S + expected_bytes / DEADLINE_BYTES_PER_S
+
+
+class _Watch:
+    """Shuts the sockets of one download when the time it was armed for runs out, so that no read outlives it: a
+    status line or headers trickled a byte at a time, an endless run of 100 Continue, a body read left waiting."""
+
+    def __init__(self) -> None:
+        self.sockets: list[socket.socket] = []
+        self.passed, self._timer = False, threading.Timer(0, lambda: None)
+
+    def arm(self, seconds: float | None) -> None:
+        self._timer.cancel()
+        if seconds is not None:
+            self._timer = threading.Timer(seconds, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self) -> None:
+        self.passed = True
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the file descriptor itself, TLS or not
+
+
+class _HttpRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects to http(s) addresses only (it follows one to ftp:// too)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201 (urllib's signature)
+        if not newurl.lower().startswith(("http://", "https://")):  # the same error urllib gives for file://
+            raise urllib.error.HTTPError(newurl, code, f"{msg} - a redirect to {newurl!r}", headers, fp)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _opener(watch: _Watch) -> urllib.request.OpenerDirector:
+    """urllib's opener, its connections' sockets given to `watch` and its redirects to http(s) only."""
+
+    def watched(base: type) -> Any:  # a connection class, as do_open takes one
+        class Watched(base):
+            def connect(self) -> None:
+                super().connect()
+                watch.sockets.append(self.sock)
+
+        return Watched
+
+    plain, secure = watched(http.client.HTTPConnection), watched(http.client.HTTPSConnection)
+
+    class Handler(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):  # replaces both of urllib's
+        def http_open(self, req):  # noqa: ANN001, ANN201 (urllib's signature)
+            return self.do_open(plain, req)
+
+        def https_open(self, req):  # noqa: ANN001, ANN201 (urllib's signature)
+            return self.do_open(secure, req, context=self._context)  # type: ignore[attr-defined]
+
+    return urllib.request.build_opener(Handler(), _HttpRedirects())
 
 
 def _server_error(url: str, error: urllib.error.HTTPError) -> ServerError:
@@ -158,26 +161,35 @@ def _server_error(url: str, error: urllib.error.HTTPError) -> ServerError:
     return server_error
 
 
-def _open(url: str, offset: int, timeout: float):
-    """The response to a GET of `url` (from `offset`), or one of this module's errors naming the URL."""
+def _open(url: str, offset: int, timeout: float, watch: _Watch):
+    """The response to a GET of `url` (from `offset`), its status and headers within `timeout` s in all (redirects
+    included), or one of this module's errors naming the URL."""
     request = urllib.request.Request(url, headers={"User-Agent": "feeding-the-gpu-course"})  # noqa: S310 (as below)
     if offset:
         request.add_header("Range", f"bytes={offset}-")
+    watch.arm(timeout)
     try:
-        return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 (http/https only, checked in download)
+        response = _opener(watch).open(request, timeout=timeout)  # http/https only: checked, and so are redirects
+        if watch.passed:  # the head was cut by the watch (http.client takes a cut as the end of the headers)
+            raise TimeoutError("the reply was cut at the timeout")
+        return response
     except urllib.error.HTTPError as error:
         raise _server_error(url, error) from error
-    except http.client.HTTPException as error:  # a garbled status line or headers
-        raise BadResponseError(f"{url}: the server's reply is malformed ({type(error).__name__}: {error})") from error
-    except (urllib.error.URLError, OSError) as error:  # refused, no such host, no reply within `timeout`
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
         reason = getattr(error, "reason", error)
+        if isinstance(error, http.client.HTTPException) and not watch.passed:  # a garbled status line or headers
+            raise BadResponseError(f"{url}: the reply is malformed ({type(error).__name__}: {error})") from error
+        # refused, no such host, silent, or a head that never ended (a trickle, endless 100 Continue ...)
+        why = "its status line and headers did not end" if watch.passed else f"{type(reason).__name__}: {reason}"
         raise UnreachableError(
-            f"{url}: no reply ({type(reason).__name__}: {reason}; waited at most {timeout:.0f} s); check the address "
-            "and the network, or try again later"
+            f"{url}: no reply ({why}; waited at most {timeout:.0f} s in all); check the address and the network, or "
+            "try again later"
         ) from error
+    finally:
+        watch.arm(None)
 
 
-def _start(url: str, part: Path, timeout: float):
+def _start(url: str, part: Path, timeout: float, watch: _Watch):
     """Open `url`, resuming `part` with a Range request; return (response or None when `part` is whole, offset).
 
     A 206 reply is used only when its Content-Range starts exactly where `part` ends; any other reply to a Range
@@ -185,7 +197,7 @@ def _start(url: str, part: Path, timeout: float):
     """
     offset = check_regular(part, role="a partial download").st_size if os.path.lexists(part) else 0
     try:
-        response = _open(url, offset, timeout)
+        response = _open(url, offset, timeout, watch)
     except ServerError as error:
         if error.code == 416 and offset:  # nothing left to send: the partial file may already be whole
             return None, offset
@@ -197,7 +209,7 @@ def _start(url: str, part: Path, timeout: float):
         return response, offset
     response.close()
     part.unlink(missing_ok=True)
-    return _open(url, 0, timeout), 0
+    return _open(url, 0, timeout, watch), 0
 
 
 def _declared_total(response, offset: int, size: int | None, cap: int, *, url: str) -> int | None:
@@ -225,16 +237,17 @@ class _Bounds:
     deadline: float | None
     kind: str | None
     rule: StallRule
+    watch: _Watch
 
 
 class _WrongKind(Exception):
     """The first bytes are of another kind than asked: stop reading; the checks after the transfer name it."""
 
 
-def _copy_body(response, out, bar, *, url: str, part: Path, start: int, bounds: _Bounds, deadline: float) -> int:
-    """Copy the body to `out`, abandoning it when it stalls, passes the cap or the deadline, or starts with bytes of
-    another kind; return the bytes `part` then holds."""
-    received, window_start, window_bytes, began = start, time.monotonic(), 0, time.monotonic()
+def _copy_body(response, out, bar, *, url: str, part: Path, start: int, bounds: _Bounds) -> int:
+    """Copy the body to `out`, abandoning it when it stalls, passes the cap or starts with bytes of another kind
+    (bounds.watch ends it at the deadline); return the bytes `part` then holds."""
+    received, window_start, window_bytes = start, time.monotonic(), 0
     head = b"" if start == 0 and bounds.kind is not None else None
     while block := response.read1(READ_BYTES):  # returns what has arrived, so a trickle is measured as it comes
         if received + len(block) > bounds.cap:
@@ -258,12 +271,6 @@ def _copy_body(response, out, bar, *, url: str, part: Path, start: int, bounds: 
             if len(head) == HEAD_BYTES and kind_of_head(head) != bounds.kind:
                 raise _WrongKind
         now = time.monotonic()
-        if now - began > deadline:
-            raise IncompleteDownloadError(
-                f"{url}: not done within its deadline of {deadline:.0f} s ({received - start} bytes in "
-                f"{now - began:.0f} s); the {received} bytes so far are kept at {part} and the next run resumes "
-                "them (pass deadline= to allow longer)"
-            )
         if now - window_start >= bounds.rule.seconds:
             rule, elapsed = bounds.rule, now - window_start
             if window_bytes < rule.min_bytes_per_s * elapsed:
@@ -278,50 +285,42 @@ def _copy_body(response, out, bar, *, url: str, part: Path, start: int, bounds: 
 
 
 def _receive(response, part: Path, offset: int, *, url: str, progress: bool, bounds: _Bounds) -> None:
-    """Write a response body to `part` (appending from `offset`), or raise IncompleteDownloadError."""
+    """Write a response body to `part` (appending from `offset`) within the deadline, or raise
+    IncompleteDownloadError."""
     total = _declared_total(response, offset, bounds.size, bounds.cap, url=url)
     expected = total if total is not None else bounds.size if bounds.size is not None else bounds.cap
     deadline = bounds.deadline if bounds.deadline is not None else transfer_deadline(expected - offset)
-    received = offset
+    received, began = offset, time.monotonic()
     with (
         open_regular(part, "ab" if offset else "wb", role="a partial download") as out,
         tqdm(total=total, initial=offset, unit="B", unit_scale=True, desc=part.name, disable=not progress) as bar,
     ):
+        bounds.watch.arm(deadline)  # a read still waiting then is cut: the deadline holds to the moment
         try:
-            received = _copy_body(
-                response, out, bar, url=url, part=part, start=offset, bounds=bounds, deadline=deadline
-            )
+            received = _copy_body(response, out, bar, url=url, part=part, start=offset, bounds=bounds)
         except (OSError, http.client.HTTPException) as error:  # IncompleteRead, a cut chunked body, timeouts
             if isinstance(error, (IncompleteDownloadError, DestinationWriteError)):
                 raise
             received = out.tell()
-            raise IncompleteDownloadError(
-                f"{url}: transfer broke off after {received} bytes ({type(error).__name__}: {error}); the partial "
-                f"file is kept at {part} and the next run resumes it"
-            ) from error
+            if not bounds.watch.passed:
+                raise IncompleteDownloadError(
+                    f"{url}: transfer broke off after {received} bytes ({type(error).__name__}: {error}); the "
+                    f"partial file is kept at {part} and the next run resumes it"
+                ) from error
+        finally:
+            bounds.watch.arm(None)
+    if bounds.watch.passed:
+        raise IncompleteDownloadError(
+            f"{url}: not done within its deadline of {deadline:.0f} s ({received - offset} bytes in "
+            f"{time.monotonic() - began:.0f} s); the {received} bytes so far are kept at {part} and the next run "
+            "resumes them (pass deadline= to allow longer)"
+        )
     want = total if total is not None else bounds.size
     if want is not None and received < want:
         raise IncompleteDownloadError(
             f"{url}: transfer stopped after {received} of {want} bytes; the partial file is kept at "
             f"{part} and the next run resumes it"
         )
-
-
-def _say_waiting(dest: Path) -> Callable[[Path], None]:
-    def say(lock: Path) -> None:
-        tqdm.write(f"waiting for another process's download of {dest} (it holds {lock})", file=sys.stderr)
-
-    return say
-
-
-def _existing(dest: Path, *, sha256: str | None, md5: str | None, kind: str | None) -> bool:
-    """True when `dest` is there and verified (a wrong one raises); reads only, so a read-only folder is fine."""
-    if not os.path.lexists(dest):
-        return False
-    verify_file(dest, sha256=sha256, md5=md5, source="an earlier download", kind=kind)
-    if kind is not None and (found := file_kind(dest)) != kind:
-        raise BadArchiveError(f"{dest}: is {describe_kind(found)}, not {describe_kind(kind)}; delete it and run again")
-    return True
 
 
 def download(
@@ -344,13 +343,14 @@ def download(
     A digest (`sha256` or `md5`) is required; only tests pass `insecure=True` to skip it. With `kind` (a `file_kind`
     result such as "gzip"), a file of another kind (an HTML error page) is refused from its first bytes and named;
     with `size`, a file of any other byte count; without, one past `max_bytes` (4 GiB unless given). A transfer
-    slower than `stall`, silent for `timeout` s or not done within `deadline` s (default: transfer_deadline of the
-    expected bytes, plus at most one `timeout` for the last read) is abandoned. A file is only ever at `dest` once
+    whose status line and headers take over `timeout` s in all, slower than `stall` or not done within `deadline` s
+    (default: transfer_deadline of the expected bytes) is abandoned, a read still waiting then included. A file is
+    only ever at `dest` once
     complete and verified; a cut transfer raises IncompleteDownloadError (BadResponseError: a malformed reply;
     ServerError: an error status, a bad redirect; UnreachableError: no reply) and leaves `dest.part` for the next
     call to resume. A verified `dest` is used without the lock (so in a read-only folder); a folder that cannot be
     written is atomic.DestinationError naming it. Processes fetching one `dest` take turns."""
-    if _expected(sha256, md5) is None and not insecure:
+    if not (sha256 or md5 or insecure):
         raise ValueError(
             f"download({url!r}): pass sha256= or md5= (the digest published with the file); an unverified "
             "download could be anything. insecure=True skips the check and is meant for tests only"
@@ -358,15 +358,16 @@ def download(
     if not url.lower().startswith(("http://", "https://")):
         raise ValueError(f"download({url!r}): only http:// and https:// addresses are fetched")
     dest = Path(dest)
-    if _existing(dest, sha256=sha256, md5=md5, kind=kind):  # before the lock: it may sit in a read-only folder
+    if is_verified(dest, sha256=sha256, md5=md5, kind=kind):  # before the lock: it may sit in a read-only folder
         return dest
     cap = size if size is not None else max_bytes if max_bytes is not None else MAX_BYTES
-    bounds = _Bounds(size, cap, deadline, kind, stall)
-    with file_lock(dest, on_wait=_say_waiting(dest)):  # one transfer at a time; the others find the verified file
-        if _existing(dest, sha256=sha256, md5=md5, kind=kind):
+    bounds = _Bounds(size, cap, deadline, kind, stall, _Watch())
+    say = f"waiting for another process's download of {dest} (it holds %s)"  # one transfer at a time; the others
+    with file_lock(dest, on_wait=lambda lock: tqdm.write(say % lock, file=sys.stderr)):  # find the verified file
+        if is_verified(dest, sha256=sha256, md5=md5, kind=kind):
             return dest
-        part = dest.with_name(dest.name + ".part")
-        response, offset = _start(url, part, min(timeout, stall.seconds))
+        part = sibling_path(dest, "part")
+        response, offset = _start(url, part, min(timeout, stall.seconds), bounds.watch)
         if response is not None:
             with response:
                 try:
@@ -375,7 +376,7 @@ def download(
                     pass  # the checks below name what came and set it aside
                 except BadResponseError:
                     if os.path.lexists(part):  # never resume onto bytes of something else
-                        os.replace(part, dest.with_name(dest.name + ".rejected"))
+                        os.replace(part, sibling_path(dest, "rejected"))
                     raise
         _check_download(part, dest, url=url, sha256=sha256, md5=md5, kind=kind)
         publish(part, dest)
@@ -384,14 +385,14 @@ def download(
 
 def _check_download(part: Path, dest: Path, *, url: str, sha256: str | None, md5: str | None, kind: str | None) -> None:
     """Set a finished transfer aside as `dest.rejected` and raise when its digest or kind is wrong."""
-    problem = _mismatch(part, sha256, md5)
+    problem = mismatch(part, sha256, md5)
     found = file_kind(part) if kind is not None else None
     if problem is None and found == kind:
         return
-    rejected = dest.with_name(dest.name + ".rejected")
+    rejected = sibling_path(dest, "rejected")
     os.replace(part, rejected)  # never resume onto bytes we know are wrong
     if problem:
-        raise _mismatch_error(rejected, *problem, source=url, kind=kind)
+        raise mismatch_error(rejected, *problem, source=url, kind=kind)
     assert kind is not None and found is not None  # no kind asked: found is None too, and it returned above
     raise BadArchiveError(
         f"{url} sent {describe_kind(found)}, not {describe_kind(kind)}; it is kept as {rejected}. "

@@ -8,6 +8,7 @@ Needs: numpy, pillow, torch.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections import Counter
@@ -82,7 +83,9 @@ def to_rgb(image: Image.Image, path: str | os.PathLike = "<image>") -> Image.Ima
     raise BadImageError(f"{path}: image mode {image.mode!r} has no faithful 8-bit RGB form; convert the file first")
 
 
-def _unreadable(path: Path, error: BaseException, doing: str) -> BadImageError:
+def unreadable_image(path: str | os.PathLike, error: BaseException, doing: str) -> BadImageError:
+    """The BadImageError for an image PIL could not `doing` (e.g. "decode the image"), with advice for its kind."""
+    path = Path(path)
     if isinstance(error, Image.DecompressionBombError):
         return BadImageError(
             f"{path}: {error} PIL refuses it as a possible decompression bomb; if you trust the file, raise "
@@ -94,7 +97,7 @@ def _unreadable(path: Path, error: BaseException, doing: str) -> BadImageError:
     )
 
 
-_READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError)
+READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError)
 _NOT_REGULAR = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISDIR, "a directory"),
@@ -112,10 +115,17 @@ def open_image_file(path: str | os.PathLike):
     written out here so this module still copies alone).
     """
     path = Path(path)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
+    fd: int | None = None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        mode = os.fstat(fd).st_mode
+    except OSError as error:  # a socket cannot be opened at all (ENXIO): say what it is, as for a FIFO
+        if error.errno != errno.ENXIO:
+            raise
+        mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode) or fd is None:
+        if fd is not None:
+            os.close(fd)
         what = next((phrase for test, phrase in _NOT_REGULAR if test(mode)), "a special file")
         raise BadImageError(f"{path}: is {what}, not an image file; remove it from the dataset or point to the file")
     return os.fdopen(fd, "rb")
@@ -130,8 +140,8 @@ def load_rgb_image(path: str | os.PathLike) -> Image.Image:
             return to_rgb(image, path)
     except (BadImageError, FileNotFoundError):
         raise
-    except _READ_ERRORS as error:
-        raise _unreadable(path, error, "decode the image") from error
+    except READ_ERRORS as error:
+        raise unreadable_image(path, error, "decode the image") from error
 
 
 def image_header(path: str | os.PathLike) -> tuple[int, int, str, str | None]:
@@ -142,8 +152,8 @@ def image_header(path: str | os.PathLike) -> tuple[int, int, str, str | None]:
             return image.width, image.height, image.mode, image.format
     except (BadImageError, FileNotFoundError):
         raise
-    except _READ_ERRORS as error:
-        raise _unreadable(path, error, "read the image header") from error
+    except READ_ERRORS as error:
+        raise unreadable_image(path, error, "read the image header") from error
 
 
 def check_crop_fits(size: tuple[int, int], crop: int, *, path: str | os.PathLike = "<image>") -> None:

@@ -23,7 +23,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 from torchvision.transforms import RandomResizedCrop
 
-from .images import BadImageError, open_image_file, to_rgb, to_uint8_tensor
+from .images import READ_ERRORS, BadImageError, open_image_file, to_rgb, to_uint8_tensor, unreadable_image
 
 Box = tuple[int, int, int, int]  # (top, left, height, width), torchvision's order
 SCALE = (0.08, 1.0)  # torchvision's RandomResizedCrop defaults
@@ -85,11 +85,8 @@ def decode_crop(
             return crop, box
     except (BadImageError, FileNotFoundError):
         raise
-    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError) as error:
-        raise BadImageError(
-            f"{name}: cannot decode the image ({type(error).__name__}: {error}); the file is corrupt or truncated: "
-            "download it again or remove it from the dataset"
-        ) from error
+    except READ_ERRORS as error:  # a bomb gets its own advice (raise MAX_IMAGE_PIXELS), a damaged file its own
+        raise unreadable_image(name, error, "decode the image") from error
 
 
 class ReducedCropDataset(Dataset):

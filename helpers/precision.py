@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import hashlib
 import json
 import os
 import platform
+import stat
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +27,11 @@ import torch
 from torch import nn
 
 from .step import TrainStep, cpu_has_native_bf16, native_precisions
+
+try:
+    import fcntl
+except ImportError:  # Windows: no fcntl; two processes saving at once may then lose one entry (a cache: measured again)
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "PrecisionChoice",
@@ -131,10 +138,30 @@ def model_signature(model: nn.Module, example: Any, *, channels_last: bool = Fal
     return f"{type(model).__name__}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
+CACHE_BYTES = 16 << 20  # a file of timing choices: past this it is not one
+
+
+def _read_cache(path: Path) -> dict:
+    """The JSON object in the cache file at `path`, or {} when it is missing, unreadable or not a regular file: the
+    open is non-blocking and checked with fstat, so a FIFO or /dev/zero there is never read (safe_open.py's check,
+    written out so this module copies with step.py alone)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return {}
+    with os.fdopen(descriptor, "rb") as f:
+        data = f.read(CACHE_BYTES + 1) if stat.S_ISREG(os.fstat(descriptor).st_mode) else b""
+    try:
+        entries = json.loads(data) if 0 < len(data) <= CACHE_BYTES else {}
+    except ValueError:
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
 def load_cached_choice(path: str | os.PathLike, key: str) -> PrecisionChoice | None:
     """The choice saved under `key` in the JSON file at `path`, or None (no file, no entry, or an unreadable file)."""
     try:
-        entry = json.loads(Path(path).read_text(encoding="utf-8"))[key]
+        entry = _read_cache(Path(path))[key]
         ranges = {p: (float(low), float(high)) for p, (low, high) in entry["step_ms_range"].items()}
         return PrecisionChoice(
             entry["precision"],
@@ -145,23 +172,45 @@ def load_cached_choice(path: str | os.PathLike, key: str) -> PrecisionChoice | N
             float(entry["cost_s"]),
             cached=True,
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def save_cached_choice(path: str | os.PathLike, key: str, choice: PrecisionChoice) -> None:
-    """Add `choice` under `key` to the JSON file at `path` (written to a scratch file, then renamed into place)."""
-    path = Path(path)
+@contextlib.contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """An exclusive lock on the file `lock` for the block (none where fcntl is missing), opened without following a
+    link; a FIFO or folder there is named."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    descriptor = os.open(lock, flags, 0o644)
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-        entries = entries if isinstance(entries, dict) else {}
-    except (OSError, ValueError):
-        entries = {}
-    entries[key] = {**asdict(choice), "cached": False}
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(
+                errno.EINVAL, f"{lock}: not a regular file, where the cache's lock goes; remove it", str(lock)
+            )
+        if fcntl is not None:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def save_cached_choice(path: str | os.PathLike, key: str, choice: PrecisionChoice) -> None:
+    """Add `choice` under `key` to the JSON file at `path`: under a lock beside it (two processes saving at once
+    keep both entries), through a fresh scratch file renamed into place (never through a link planted there)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    scratch.write_text(json.dumps(entries, indent=1), encoding="utf-8")
-    os.replace(scratch, path)
+    if path.is_dir() and not path.is_symlink():
+        raise IsADirectoryError(errno.EISDIR, f"{path}: is a folder, where the precision cache (a JSON file) goes")
+    with _locked(path.with_name(f"{path.name}.lock")):
+        entries = _read_cache(path)
+        entries[key] = {**asdict(choice), "cached": False}
+        scratch = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with contextlib.suppress(FileNotFoundError):
+            scratch.unlink()  # a killed save's, or a planted link (unlink removes the link, never its target)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        with os.fdopen(os.open(scratch, flags, 0o644), "w", encoding="utf-8") as f:
+            f.write(json.dumps(entries, indent=1))
+        os.replace(scratch, path)
 
 
 # --- measuring: the trial steps ---------------------------------------------------------------------------------

@@ -146,7 +146,8 @@ def build_resized_store(
 
     "The same files" means the same paths, labels, sizes and modification times (atomic.sources_key): an edit that
     keeps a file's size and time (`cp -p`, `rsync -t`) is not seen unless `content=True`, which hashes every file's
-    bytes on every call. A full disk or a read-only `dest` is atomic.DestinationError naming `dest`."""
+    bytes on every call. A full disk, a read-only `dest` or a `dest` holding other files (never replaced) is
+    atomic.DestinationError naming `dest`."""
     samples = [(str(path), int(label)) for path, label in samples]
     if not samples:
         raise ValueError(f"{dest}: no images to store")
@@ -155,6 +156,7 @@ def build_resized_store(
         dest,
         lambda staging: _build(samples, short_side, list(classes), key, staging),
         is_complete=_is_complete(short_side, len(samples), key),  # type: ignore[arg-type]
+        owns=lambda name: name in (PIXELS, INDEX, META),  # a folder of anything else is not replaced
     )
     return Path(dest)
 
@@ -184,7 +186,15 @@ class ResizedStore:
         return int(self.meta["bytes"])
 
     def _map(self) -> np.memmap:
-        with open_regular(self.path / PIXELS, role="a resized store's pixels") as f:
+        try:
+            f = open_regular(self.path / PIXELS, role="a resized store's pixels")
+        except FileNotFoundError as error:  # removed, or between the two renames of a rebuild's publish
+            raise ResizedStoreError(
+                f"{self.path}: {PIXELS} is gone since this reader opened the store (removed, or being built again "
+                "right now); build it if need be, then open it again (ResizedStore) and make the dataset and loader "
+                "again"
+            ) from error
+        with f:
             problem = _pixels_problem(f, self.path, self.meta)
             if problem is not None:
                 raise ResizedStoreError(

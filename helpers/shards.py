@@ -8,7 +8,9 @@ A set is complete only when `shards.json` is there and every shard it lists is w
 end-of-archive marker last): a shard cut short is written again, never read as fewer samples. A reader records
 each shard's identity (device, inode, size, modification time) when it is made and checks it as it opens the
 shard, so a set rebuilt under a running reader is an error, never a mix of two builds. Every file is opened as a
-regular file (a FIFO or device is named, never read forever), and no file past `member_bytes` is read into memory.
+regular file (a FIFO or device is named, never read forever), no file past `member_bytes` is read into memory, and
+a shard's headers get tar_scan.py's checks before tarfile acts on them (a shard of another tool may be crafted).
+Compressed shards (.tar.gz ...) are read too; a sample with a member twice is an error, not a wds ValueError.
 
 Copy with: atomic.py with safe_open.py (the shards are published complete, once; regular files only).
 Needs: webdataset.
@@ -21,6 +23,7 @@ import os
 import random
 import re
 import tarfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -33,7 +36,18 @@ from .safe_open import check_regular, open_regular
 MANIFEST = "shards.json"
 MEMBER_BYTES = 64 << 20  # the largest file a shard takes or gives: far above any photograph, far below a memory
 END_BYTES = 1024  # a tar ends with two zero blocks
+BLOCK = 512
+META_BYTES = 8 << 10  # a long-name or pax header past this holds no sample's name (PATH_MAX is 4096)
+META_IN_A_ROW = 4  # a global pax header, a pax header, a long name and a long link before one member
+_META_TYPES = {
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+}
 MANIFEST_BYTES = 64 << 20  # a manifest lists names and sizes: past this it is not one
+_SHARD_NAME = re.compile(r"shard-[0-9]{6,}\.tar")  # what wds.ShardWriter names them ("shard-%06d.tar")
 
 
 class ShardError(ValueError):
@@ -53,14 +67,30 @@ def _read_source(path: str, limit: int) -> bytes:
     return data
 
 
+def _extension(path: str) -> str:
+    """The name a source's bytes go under in its sample: its extension, lower case ("bin" without one)."""
+    extension = Path(path).suffix.lower().lstrip(".") or "bin"
+    if extension == "cls" or extension.startswith("__"):
+        raise ShardError(
+            f"{path}: its extension .{extension} is the name a sample's label (cls) or WebDataset's own fields "
+            "(__key__ ...) go under, so one would replace the other; rename the file"
+        )
+    return extension
+
+
 def _manifest(folder: Path) -> dict:
     """The manifest of a shard set (a FIFO or a file past MANIFEST_BYTES there is refused, not read forever)."""
     with open_regular(folder / MANIFEST, role="a shard set's manifest") as f:
         data = f.read(MANIFEST_BYTES + 1)
     manifest = json.loads(data) if len(data) <= MANIFEST_BYTES else None
     shards, sizes = (manifest.get("shards"), manifest.get("bytes")) if isinstance(manifest, dict) else (None, None)
-    if not (isinstance(shards, list) and isinstance(sizes, list) and len(shards) == len(sizes)):
-        raise ValueError(f"{folder / MANIFEST}: not a manifest of write_shards (its shards and their sizes)")
+    names = isinstance(shards, list) and all(isinstance(n, str) and _SHARD_NAME.fullmatch(n) for n in shards)
+    counts = isinstance(sizes, list) and all(type(size) is int and size >= 0 for size in sizes)
+    if not (names and counts and len(shards) == len(sizes)):  # type: ignore[arg-type]
+        raise ValueError(
+            f"{folder / MANIFEST}: not a manifest of write_shards (the names of its shards, shard-NNNNNN.tar in this "
+            "folder, and their sizes in bytes)"
+        )
     return manifest  # type: ignore[return-value]
 
 
@@ -102,14 +132,15 @@ def write_shards(
     each sample the file's own bytes under its extension plus its label as "cls". Returns the shard paths in order.
 
     A source past `member_bytes`, a FIFO or a device is a ShardError or NotRegularFileError naming it; a full disk
-    or a read-only `dest` is atomic.DestinationError naming `dest`, and the set that was there stays whole."""
+    or a read-only `dest` is atomic.DestinationError naming `dest`, and the set that was there stays whole; so is a
+    `dest` that holds files write_shards did not write (they are never replaced)."""
     samples = [(str(path), int(label)) for path, label in samples]
+    extensions = [_extension(path) for path, _ in samples]  # before anything is read
     made_from = sources_key(samples, content=content)
 
     def build(staging: Path) -> None:
         with wds.ShardWriter(str(staging / "shard-%06d.tar"), maxcount=per_shard, verbose=0) as sink:
-            for key, (path, label) in enumerate(samples):
-                extension = Path(path).suffix.lower().lstrip(".") or "bin"
+            for key, ((path, label), extension) in enumerate(zip(samples, extensions)):
                 sink.write({"__key__": f"{key:08d}", extension: _read_source(path, member_bytes), "cls": label})
         shards = sorted(p.name for p in staging.glob("shard-*.tar"))
         manifest = {"samples": len(samples), "per_shard": per_shard, "shards": shards, "classes": list(classes)}
@@ -128,7 +159,9 @@ def write_shards(
         same = manifest.get("samples") == len(samples) and manifest.get("per_shard") == per_shard
         return same and manifest.get("sources") == made_from and _set_problem(path) is None
 
-    build_once(dest, build, is_complete=complete)
+    build_once(
+        dest, build, is_complete=complete, owns=lambda name: name == MANIFEST or bool(_SHARD_NAME.fullmatch(name))
+    )
     return shard_paths(dest)
 
 
@@ -189,28 +222,76 @@ def _recorded(urls: list[str]) -> dict[str, tuple[int, int, int, int]]:
     return identities
 
 
+class _Refused(ValueError):
+    """A header _CheckedInfo will not let tarfile act on (the caller names the shard)."""
+
+
+class _CheckedInfo(tarfile.TarInfo):
+    """tarfile's reader of one header, with tar_scan.py's checks made before tarfile acts on it: no negative size,
+    no long-name or pax header past META_BYTES (tarfile reads one whole into memory), no GNU sparse file (tarfile
+    reads its map, gigabytes from a few KiB, before the member is seen), at most META_IN_A_ROW extended headers in a
+    row (each one recurses). tarfile has no hook for this: these are its per-header methods, alike in 3.10 to 3.13."""
+
+    def _proc_member(self, archive: Any) -> Any:
+        if self.size < 0:
+            raise _Refused(f"member {self.name!r} has a negative size ({self.size})")
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise _Refused(f"member {self.name!r} is a GNU sparse file")
+        in_a_row = getattr(archive, "_meta_in_a_row", 0) + 1 if self.type in _META_TYPES else 0
+        if in_a_row and self.size > META_BYTES:
+            raise _Refused(f"an extended header of {self.size} bytes, past the {META_BYTES} a sample's name needs")
+        if in_a_row > META_IN_A_ROW:
+            raise _Refused(f"more than {META_IN_A_ROW} extended headers in a row")
+        archive._meta_in_a_row = in_a_row
+        return super()._proc_member(archive)  # type: ignore[misc]  # private to tarfile (see above)
+
+    def _proc_gnusparse_00(self, *args: Any) -> None:
+        raise _Refused("a member is a GNU sparse file (pax GNU.sparse records)")
+
+    _proc_gnusparse_01 = _proc_gnusparse_10 = _proc_gnusparse_00
+
+
 def _members(f: IO[bytes], url: str, limit: int) -> Iterator[dict]:
-    """The regular files of one shard as WebDataset's {fname, data, __url__}, none past `limit` bytes read."""
+    """The regular files of one shard (plain or compressed) as WebDataset's {fname, data, __url__}, none past `limit`
+    bytes read; ShardError naming the shard for a damaged or crafted one, or a sample with a member twice."""
+    key, suffixes, samples, others = None, set[str](), 0, 0
     try:
-        with tarfile.open(fileobj=f, mode="r|") as tar:
+        with tarfile.open(fileobj=f, mode="r|*", tarinfo=_CheckedInfo) as tar:
             for info in tar:
                 if not info.isreg():
                     continue
-                if info.size > limit:
+                prefix, suffix = wds.tariterators.base_plus_ext(info.name)
+                where = f"member {info.name!r} (sample {prefix or info.name!r})"
+                if info.size > limit or info.size < 0:  # a pax size record can be negative too
                     raise ShardError(
-                        f"{url}: member {info.name!r} (sample {info.name.split('.', 1)[0]!r}) is {info.size} bytes, "
-                        f"past the {limit}-byte limit; the shard is not one of this set: write it again, or pass a "
-                        "larger member_bytes="
+                        f"{url}: {where} is {info.size} bytes, past the {limit}-byte limit (or negative); the shard "
+                        "is not one of this set: write it again, or pass a larger member_bytes="
                     )
+                if prefix is None:
+                    others += 1
+                    continue
+                key, suffixes = (key, suffixes) if prefix == key else (prefix, set())
+                if suffix.lower() in suffixes or suffix.startswith("__"):
+                    why = "is named as WebDataset's own fields" if suffix.startswith("__") else "is there twice"
+                    raise ShardError(f"{url}: {where} {why} (names count in lower case); write the shard again")
+                suffixes.add(suffix.lower())
                 extracted = tar.extractfile(info)
                 assert extracted is not None  # a regular member always has data
                 yield {"fname": info.name, "data": extracted.read(), "__url__": url}
+                samples += 1
                 tar.members = []  # type: ignore[attr-defined]  # constant memory over a stream of any length
-            end = tar.offset
-    except (tarfile.TarError, EOFError) as error:
+            tar.fileobj.seek(tar.offset + BLOCK)  # past the first zero block
+            end = tar.fileobj.read(BLOCK)  # the marker's second zero block
+    except _Refused as error:
+        raise ShardError(
+            f"{url}: {error}; no shard write_shards writes has one, so it is crafted or damaged"
+        ) from error
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as error:
         raise ShardError(f"{url}: the shard is damaged or cut short ({error}); write the set again") from error
-    if os.pread(f.fileno(), END_BYTES, end) != bytes(END_BYTES):
+    if end != bytes(BLOCK):
         raise ShardError(f"{url}: ends without the end-of-archive marker (cut short); write the set again")
+    if others and not samples:
+        raise ShardError(f"{url}: holds no WebDataset samples (members named KEY.EXTENSION); not a shard of this kind")
 
 
 _CHANGED = (

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .atomic import build_once, reserve_file
+from .atomic import build_once, content_digest, reserve_file
 from .images import ImageTooSmallError, host_to_device, image_header, load_rgb_image, to_uint8_tensor, to_unit_float
 from .prefetch import BackgroundPrefetcher
-from .safe_open import check_regular, read_regular_bytes
+from .safe_open import check_regular, open_regular, read_regular_bytes
 from .sr_data import (
     SCALES,
     bicubic_downscale,
@@ -44,8 +44,7 @@ def _fingerprint(paths: Sequence[Path], scale: int, shapes: Sequence[tuple[int, 
     """The cache's key: its layout version, scale, every source's path, bytes and (mod-cropped) shape."""
     digest = hashlib.blake2b(f"decoded-cache v4 (HW RGBX) x{scale}".encode(), digest_size=16)
     for path, shape in zip(paths, shapes, strict=True):
-        digest.update(f"{path.resolve()}\0{shape[0]}x{shape[1]}\0".encode())
-        digest.update(hashlib.blake2b(read_regular_bytes(path, role="an image"), digest_size=16).digest())
+        digest.update(f"{path.resolve()}\0{shape[0]}x{shape[1]}\0".encode() + bytes.fromhex(content_digest(path)))
     return digest.hexdigest()
 
 
@@ -180,8 +179,11 @@ class DecodedSRCache:
         problem = self._cache_problem(folder)  # also lays the stores out from the published sizes
         if problem is not None:
             raise OSError(f"{folder}: the decoded cache is {problem} right after it was built; delete the folder")
-        self.hr_store = torch.from_numpy(np.memmap(folder / "hr.u8", dtype=np.uint8, mode="c", shape=(self.hr_total,)))
-        self.lr_store = torch.from_numpy(np.memmap(folder / "lr.u8", dtype=np.uint8, mode="c", shape=(self.lr_total,)))
+        stores = []
+        for name, size in (("hr.u8", self.hr_total), ("lr.u8", self.lr_total)):
+            with open_regular(folder / name, role="a cache store") as f:  # the file checked is the file mapped
+                stores.append(torch.from_numpy(np.memmap(f, dtype=np.uint8, mode="c", shape=(size,))))
+        self.hr_store, self.lr_store = stores
 
     # reading
     @property

@@ -9,7 +9,8 @@ It also reads a GNU sparse map (pax `GNU.sparse.*` records) as soon as it opens 
 be checked: a few KiB of compressed map cost it seconds to minutes and gigabytes. `scan_tar` reads the decompressed
 stream once, to its end (the decompressor checks its CRC there), checking every header's checksum, refusing negative
 sizes (of members and of long-name or pax headers), meta headers above `META_HEADER_BYTES`, GNU sparse records,
-names no file system can hold (a NUL byte, a part over `NAME_MAX` bytes), a missing end-of-archive marker and
+names no file system can hold (a NUL byte, a part over `NAME_MAX` bytes), modification times no file can be given
+(tarfile would fail on them after writing the member, with a bare OverflowError), a missing end-of-archive marker and
 archives past their `ExtractLimits`, and returns each member's (name, size, data offset) so the caller can check
 that `tarfile` reads the same members. Its memory is bounded by one MiB read at a time plus the meta headers.
 
@@ -23,6 +24,7 @@ import bz2
 import contextlib
 import gzip
 import lzma
+import math
 import os
 import zlib
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ META_HEADER_BYTES = 8 << 10  # a long name or pax header past this is not a data
 TRAILING_BYTES = 1 << 20  # zero padding allowed after the end-of-archive marker (tar pads to its record size)
 META_IN_A_ROW = 4  # e.g. a global pax header, a pax header, a long name and a long link before one member
 NAME_MAX = 255  # bytes in one part of a path on Linux, macOS and Windows file systems
+MTIME_LIMIT = 2.0**62  # seconds either side of 1970: past this os.utime overflows (a file system keeps far less)
 SPARSE_PREFIX = "GNU.sparse."  # pax records of GNU sparse files (formats 0.0, 0.1 and 1.0)
 _META_TYPES = {b"L", b"K", b"x", b"g", b"X"}  # GNU long name/link, pax, pax global, Solaris pax
 _DATA_TYPES = {b"0", b"\0", b"7", b"S"}  # tarfile skips data after these (and after types it does not know)
@@ -222,6 +225,19 @@ def _check_name(name: str, where: str) -> None:
         )
 
 
+def _check_mtime(stamp: str | int | None, name: str, where: str) -> None:
+    """Refuse a modification time no file can be given (infinite, NaN, past MTIME_LIMIT), as a pax or a raw field."""
+    try:
+        value = float(stamp) if stamp is not None else 0.0
+    except ValueError:
+        return  # tarfile reads a malformed pax time as 0
+    if not (math.isfinite(value) and abs(value) < MTIME_LIMIT):
+        raise UnsafeArchiveError(
+            f"{where}: member {name!r} has the modification time {str(stamp)[:40]}, which no file can be given; "
+            "no tar tool writes one, so the archive is crafted or damaged: refusing to extract"
+        )
+
+
 def _end_of_archive(stream: _Stream, where: str) -> None:
     if stream.read(BLOCK) != bytes(BLOCK):
         raise BadArchiveError(f"{where}: one zero block where the end-of-archive marker has two; truncated or damaged")
@@ -269,6 +285,7 @@ def _scan_headers(stream: _Stream, limits: ExtractLimits, where: str) -> list[Sc
             continue
         name = pending.get("path", global_pax.get("path", name))
         _check_name(name, where)
+        _check_mtime(pending.get("mtime", global_pax.get("mtime", _number(header[136:148]))), name, where)
         size_text = pending.get("size", str(size))
         if kind == b"S":
             raise UnsafeArchiveError(f"{where}: member {name!r} is a sparse file; datasets hold none, refusing")

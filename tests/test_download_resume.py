@@ -45,23 +45,23 @@ def test_a_resume_counts_the_bytes_already_there_against_the_exact_size(http_ser
 def test_the_socket_timeout_is_applied(http_server, tmp_path, monkeypatch, timeout, stall_s, applied):
     http_server.files["/f"] = PAYLOAD
     seen = []
-    real = urllib.request.urlopen
+    real = urllib.request.OpenerDirector.open
 
-    def urlopen(request, timeout=None):
+    def urlopen(opener, request, data=None, timeout=None):
         seen.append(timeout)
-        return real(request, timeout=timeout)
+        return real(opener, request, data, timeout=timeout)
 
-    monkeypatch.setattr(download_module.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(download_module.urllib.request.OpenerDirector, "open", urlopen)
     stall = StallRule(seconds=stall_s)
     download(http_server.url("/f"), tmp_path / "f", sha256=DIGEST, timeout=timeout, stall=stall, progress=False)
     assert seen == [applied]
 
 
 def test_a_416_to_a_fresh_request_is_the_servers_error_not_a_whole_part(tmp_path, monkeypatch):
-    def urlopen(request, timeout=None):
+    def urlopen(opener, request, data=None, timeout=None):
         raise urllib.error.HTTPError(request.full_url, 416, "Range Not Satisfiable", {}, None)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(download_module.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(download_module.urllib.request.OpenerDirector, "open", urlopen)
     with pytest.raises(ServerError, match="127.0.0.1:9/f: the server answered 416") as info:  # the module's own error
         download("http://127.0.0.1:9/f", tmp_path / "f", sha256=DIGEST, progress=False)
     assert info.value.code == 416

@@ -1,5 +1,5 @@
-"""Every library module that opens a user's path does it through safe_open (or images.open_image_file, the same
-check written out so images.py copies alone): a walk over the library's source finds every open by path (`open`,
+"""Every library module that opens a user's path does it through safe_open (or images.open_image_file and
+checkpoint._open_checkpoint and cifar._open_file, the same check written out so those modules copy alone): a walk over the library's source finds every open by path (`open`,
 `os.open`, `Path.read_bytes` ..., `np.load`, `np.memmap`, `Image.open`, `torch.load`, `tarfile.open`) and allows only
 those given a file object that a safe opener returned, or listed below with the reason they are safe. Then a FIFO (a
 writer that never comes) and /dev/zero are put where each such module reads, and each must be named within a
@@ -21,32 +21,30 @@ from .test_layering import LIBRARY
 
 RAW_CALLS = {"open", "os.open", "np.load", "np.memmap", "np.fromfile", "np.save", "torch.load", "torch.save"}
 RAW_METHODS = {"open", "read_bytes", "read_text", "write_bytes", "write_text"}  # Path.open, Image.open, tarfile.open
-SAFE_OPENERS = {"open_regular", "read_regular_bytes", "open_image_file", "BytesIO"}
+SAFE_OPENERS = {"open_regular", "read_regular_bytes", "open_image_file", "_open_checkpoint", "_open_file", "BytesIO"}
 READERS = SAFE_OPENERS | {"check_regular", "load_rgb_image", "image_header", "write_text_atomically"}
 # Opens by path that are safe for a reason the walk cannot see: (module, function, call) -> why.
 REASONED = {
     ("safe_open.py", "_open_fd", "os.open"): "the safe opener itself: O_NONBLOCK, then fstat",
     ("images.py", "open_image_file", "os.open"): "safe_open's check written out (images.py copies alone)",
     ("checkpoint.py", "_open_scratch", "os.open"): "O_CREAT | O_EXCL | O_NOFOLLOW: a fresh file, never a FIFO or link",
-    ("checkpoint.py", "load_checkpoint", "torch.load"): "is_file() first: a FIFO is refused before torch.load",
-    ("cifar.py", "read_cifar10_batch", ".read_bytes"): "is_file() first (a FIFO or device is named)",
-    ("cifar.py", "cifar10_class_names", ".read_text"): "is_file() first (a FIFO or device is named)",
-    ("cifar.py", "write_cifar10_batch", ".write_bytes"): "writes the file its caller names (the stand-in writer)",
-    ("cifar.py", "write_cifar10_class_names", ".write_text"): "writes the file its caller names (the stand-in writer)",
+    ("checkpoint.py", "_open_checkpoint", "os.open"): "safe_open's check written out (checkpoint.py copies alone)",
+    ("cifar.py", "_open_file", "os.open"): "safe_open's check written out (cifar.py copies alone)",
+    ("cifar.py", "_write_new", "os.open"): "O_CREAT | O_EXCL | O_NOFOLLOW scratch file, renamed over the target",
     ("checkpoint.py", "save_checkpoint", "torch.save"): "into the fresh file _open_scratch made (O_EXCL)",
+    ("download.py", "_open", ".open"): "urllib's opener.open(request): a URL, not a path",
     ("memory.py", "reset_peak_rss", "open"): "a /proc file of this process",
     ("memory.py", "_proc_bytes", "open"): "a /proc file of this process",
-    ("precision.py", "load_cached_choice", ".read_text"): "not yet routed: the course's own cache file, not user data",
-    ("precision.py", "save_cached_choice", ".read_text"): "not yet routed: the course's own cache file, not user data",
-    ("precision.py", "save_cached_choice", ".write_text"): "a scratch name beside the cache, renamed over it",
+    ("precision.py", "_read_cache", "os.open"): "safe_open's check written out (precision.py copies with step.py)",
+    ("precision.py", "_locked", "os.open"): "O_NOFOLLOW | O_NONBLOCK, then fstat: a regular lock file or an error",
+    ("precision.py", "save_cached_choice", "os.open"): "O_CREAT | O_EXCL | O_NOFOLLOW scratch file, renamed over it",
     ("sr_cache.py", "_build_on_disk", "np.memmap"): "its own staging file, reserved by reserve_file just before",
     ("sr_cache.py", "_build_on_disk", ".write_text"): "meta.json in its own private staging folder",
-    ("sr_cache.py", "_open_or_build_on_disk", "np.memmap"): "mapped right after _cache_problem's check_regular",
 }
 # Modules that read or write paths only through the ones listed here: what the FIFO cases below cover.
 THROUGH_OTHERS = {
     "memory.py": "only /proc files of this process",
-    "precision.py": "only its own cache file (see REASONED)",
+    "precision.py": "only its own cache file, a FIFO there read as no cache (test_precision_cache.py)",
     "trainer.py": "only atomic.write_text_atomically, a fresh staging file renamed over the target",
     "sr_data.py": "only images.load_rgb_image",
 }
