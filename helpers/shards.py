@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import webdataset as wds
+from webdataset.compat import FluidInterface  # not exported at the top level before webdataset 1.0
 
 from .atomic import build_once, sources_key
 from .safe_open import check_regular, open_regular
@@ -190,7 +191,7 @@ def rank_shards(shards: Sequence[Any], *, rank: int = 0, world_size: int = 1, se
     return order[rank::world_size][:share]
 
 
-class ShardPipeline(wds.DataPipeline, wds.FluidInterface):
+class ShardPipeline(wds.DataPipeline, FluidInterface):
     """A WebDataset pipeline (`.map`, `.repeat`, `.batched` ... as on wds.WebDataset) over checked shards."""
 
 
