@@ -16,7 +16,7 @@ measured two ways, and each report says which:
 Both train the model they measure (see `diagnose`).
 
 Copy with: diagnosis.py (the report) with bottleneck.py, doctor_advice.py, pipeline_facts.py, env.py, loadmeter.py,
-measure.py, memory.py and pipeline_result.py; doctor_watch.py (your own loop, watched).
+measure.py, memory.py, pipeline_result.py and safe_open.py; doctor_watch.py (your own loop, watched).
 Needs: psutil, torch.
 """
 
@@ -54,6 +54,7 @@ from .doctor_watch import DoctorStop, Watch, run_script, watch  # noqa: F401 (th
 from .env import usable_cpu_count
 from .measure import PipelineProbe, PipelineResult, count_samples
 from .pipeline_facts import PipelineFacts, describe_batch, describe_pipeline
+from .safe_open import read_regular_bytes
 
 # --- a result measured elsewhere (the ladders) ---
 
@@ -240,7 +241,8 @@ def diagnose(
 
 def defines_loader_and_step(path: str | Path) -> bool:
     """True when a script defines make_loader() and make_step() at its top level (read, not run)."""
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    source = read_regular_bytes(path, role="the training script").decode("utf-8")  # a FIFO is named, not waited on
+    tree = ast.parse(source, filename=str(path))
     names = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
     return {"make_loader", "make_step"} <= names
 

@@ -54,10 +54,9 @@ class DecodedSRCache:
     Images are stored height x width x RGBX (a padding byte per pixel): each crop row is one contiguous run of
     bytes, and each pixel one 32-bit word, which makes flips and rotations cheap. Batches come out as NCHW uint8.
 
-    `sample(batch_size, hr_crop=..., generator=...)` takes aligned paired crops (LR origin x scale = HR origin) for a whole batch by
-    tensor indexing, with no per-sample Python decoding. With `cache_dir`, the stores are files reused across runs,
-    built once by one of the processes sharing it (disk space reserved first), and rebuilt when a source image
-    changes (content fingerprint) or the files do not match their metadata (`rebuild_reason` says why).
+    `sample(batch_size, hr_crop=..., generator=...)` takes a batch of aligned paired crops (LR origin x scale = HR
+    origin) by tensor indexing. With `cache_dir`, the stores are files built once (space reserved first) by one of
+    the processes sharing them, rebuilt when a source changes or a file does not match its metadata (`rebuild_reason`).
     """
 
     def __init__(

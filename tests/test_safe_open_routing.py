@@ -202,6 +202,13 @@ def _case_checkpoint(tmp: Path) -> tuple[Callable, Path]:
     return lambda: load_checkpoint(fifo), fifo
 
 
+def _case_doctor(tmp: Path) -> tuple[Callable, Path]:
+    from helpers.doctor import defines_loader_and_step
+
+    fifo = _fifo(tmp, "train.py")
+    return lambda: defines_loader_and_step(fifo), fifo
+
+
 def _case_download(tmp: Path) -> tuple[Callable, Path]:
     from helpers.download import file_digest
 
@@ -280,6 +287,7 @@ CASES = {
     "atomic.py": [_case_atomic, _case_atomic_lock],
     "checkpoint.py": [_case_checkpoint],
     "cifar.py": [_case_cifar],
+    "doctor.py": [_case_doctor],
     "download.py": [_case_download],
     "images.py": [_case_images],
     "jpeg_crop.py": [_case_jpeg_crop],
@@ -294,7 +302,7 @@ def test_every_module_that_opens_paths_has_a_fifo_case():
     opening = {path.name for path in LIBRARY if _reads_paths(path)}
     assert opening == set(CASES) | set(THROUGH_OTHERS), (
         f"modules that open paths without a case here: {sorted(opening - set(CASES) - set(THROUGH_OTHERS))}; "
-        f"cases for modules that no longer open paths: {sorted(set(CASES) | set(THROUGH_OTHERS) - opening)}"
+        f"cases for modules that no longer open paths: {sorted((set(CASES) | set(THROUGH_OTHERS)) - opening)}"
     )
 
 

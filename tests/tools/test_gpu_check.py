@@ -231,5 +231,7 @@ def test_the_pin_check_names_what_differs(tmp_path, capsys):
 def test_ci_rehearses_the_gpu_check_on_every_change():
     ci = (REPO / ".ci" / "run").read_text()
     assert "\nmake gpu-rehearsal" in ci and ci.index("\nmake test\n") < ci.index("\nmake gpu-rehearsal")
-    result = subprocess.run(["make", "-n", "gpu-rehearsal"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", "gpu-rehearsal"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert "tools/gpu_check.sh reports/gpu-rehearsal --rehearsal" in result.stdout.splitlines()[-1]
