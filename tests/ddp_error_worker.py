@@ -25,6 +25,7 @@ def _batches(rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 def main() -> None:
     context = init_distributed()  # RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT from the test: gloo on the CPU
+    print(f"rank {context.rank}: joined the process group", flush=True)  # the test's clock starts when both have
     torch.manual_seed(0)
     model = wrap_model(nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2)), context)
     step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.01), nn.MSELoss(), device="cpu")
