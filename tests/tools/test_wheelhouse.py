@@ -213,8 +213,10 @@ def _top_level_imports(sources: list[str]) -> set[str]:
                 found.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 found.add(node.module.split(".")[0])
-    # tomli: wheelhouse.py's TOML parser on Python 3.10 only (pytest brings it there); pip: its vendored `packaging`
-    return found - set(sys.stdlib_module_names) - {"helpers", "tests", "__future__", "pip", "tomli"} - NEVER_REQUIRED
+    # tomllib/tomli: wheelhouse.py's TOML parser, the standard library's from 3.11 and `tomli` on 3.10 (pytest brings
+    # it there; `sys.stdlib_module_names` of 3.10 has no tomllib); pip: its vendored `packaging`
+    stdlib = set(sys.stdlib_module_names) | {"tomllib"}
+    return found - stdlib - {"helpers", "tests", "__future__", "pip", "tomli"} - NEVER_REQUIRED
 
 
 def test_every_package_the_check_imports_is_in_its_wheelhouse_or_on_the_machine():
