@@ -47,7 +47,8 @@ from .data import bsds300_split, data_root, prepare_bsds300, prepare_cifar10
 from .profiles import Profile, resolve_profile
 from .results import provenance
 from .sr_formats import png_copies
-from .verdicts import busy_summary, by_role, efficiency_cell  # noqa: F401 (by_role: ladders are read by role)
+from .verdicts.ladder import busy_summary, by_role  # noqa: F401 (by_role: ladders are read by role)
+from .verdicts.text import efficiency_cell
 
 # --- memory ---------------------------------------------------------------------------------------------------------
 
