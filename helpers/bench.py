@@ -1,6 +1,6 @@
-"""Entry point: `python -m helpers.bench sr|cifar` runs a loader ladder (the code is helpers.course.ladders)."""
+"""Entry point: `python -m helpers.bench sr|cifar` runs a loader ladder (the code is helpers.course.ladder_cli)."""
 
-from helpers.course.ladders import main
+from helpers.course.ladder_cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -48,7 +48,7 @@ def test_profiles_size_the_lesson_as_the_issue_asks():
 
 
 def _row(name: str, rate: float, low: float, high: float, role: str = "") -> dict:
-    """A ladder row with the keys run_ladder writes (helpers.course.ladders._row)."""
+    """A ladder row with the keys run_ladder writes (helpers.course.ladder._row)."""
     return {
         "name": name,
         "role": role,

@@ -238,7 +238,7 @@ def test_a_ceiling_that_measures_slower_than_what_it_bounds_is_noise_not_a_ranki
 
 
 def test_a_busy_block_says_so_in_the_verdict_and_the_table():
-    from helpers.course.ladders import ladder_table
+    from helpers.course.ladder import ladder_table
 
     rows = _cifar_rows()
     rows[2]["load_note"] = "other processes used 0.8 of 2 cores during this measurement"
