@@ -82,7 +82,7 @@ def test_the_library_and_the_course_exist():
         "distributed",
         "measure",
     } <= names
-    assert {"profiles", "data", "standins", "baselines", "ladder", "recipes", "plots", "report"} <= {
+    assert {"profiles", "data", "standins", "baselines", "ladder", "recipes", "plots", "runner", "report"} <= {
         p.stem for p in COURSE
     }
 
