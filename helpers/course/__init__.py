@@ -1,3 +1,3 @@
-"""The course layer: profiles, data locations and stand-ins, the traditional baselines the lessons measure, the
-ladders and recipes with their command lines, plots, and the report runner. It imports the library in `helpers`;
-nothing in the library imports it."""
+"""The course layer: profiles, data locations and stand-ins, the traditional baselines the lessons measure, the ladders
+(the engine, the SR and CIFAR ladders, their steps and command line) and recipes, the verdicts, plots, and the runner
+with its report. It imports the library in `helpers`; nothing in the library imports it."""
