@@ -16,7 +16,7 @@ was read, or no optimizer step ran (the first micro-batches of a gradient accumu
 DataLoader iterators are seen: a loader of another kind is measured with `doctor.diagnose` instead.
 
 Copy with: diagnosis.py (the report) with bottleneck.py, doctor_advice.py, pipeline_facts.py, env.py, loadmeter.py,
-measure.py, memory.py and pipeline_result.py.
+measure.py, memory.py, pipeline_result.py and spread.py.
 Needs: psutil, torch.
 """
 

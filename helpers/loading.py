@@ -1,8 +1,8 @@
 """Loading batches: a DataLoader with per-worker and per-rank seeding and its knobs exposed, a sweep over those knobs,
 and a whole dataset held on the device as uint8 (no DataLoader at all).
 
-Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep) with loadmeter.py, memory.py and
-pipeline_result.py.
+Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep) with loadmeter.py, memory.py,
+pipeline_result.py and spread.py.
 Needs: numpy, psutil, torch.
 """
 

@@ -7,7 +7,7 @@ The fast choice is the default where it is safe: fused/foreach optimizers, cudnn
 and channels_last with AMP on CUDA. torch.compile is opt-in: it costs compile time at start-up (and again for
 every new input shape) and needs a toolchain (a C++ compiler on a CPU; Triton and a host C compiler on CUDA).
 
-Copy with: step.py and precision.py (the step it speeds up and the interleaved timing).
+Copy with: step.py and precision.py (the step it speeds up and the interleaved timing) with spread.py.
 Needs: torch.
 """
 
@@ -18,7 +18,6 @@ import importlib.util
 import logging
 import os
 import shutil
-import statistics
 import subprocess
 import sysconfig
 import tempfile
@@ -32,6 +31,7 @@ import torch
 from torch import nn
 
 from .precision import interleaved_times
+from .spread import Spread
 from .step import TrainStep
 
 
@@ -270,8 +270,8 @@ def _with_payback(rows: list[dict[str, Any]], times: dict[str, list[float]]) -> 
     for row in rows:
         if "skipped" in row:
             continue
-        values = times[row["name"]]
-        row.update(step_ms=statistics.median(values), step_ms_range=(min(values), max(values)))
+        spread = Spread.of(times[row["name"]])
+        row.update(step_ms=spread.median, step_ms_range=spread.range)
         row["startup_s"] = max(0.0, row["first_call_s"] - row.get("startup_calls", 1) * row["step_ms"] / 1000)
         base = base or row
         saved_ms = base["step_ms"] - row["step_ms"]

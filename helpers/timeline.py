@@ -2,7 +2,7 @@
 fetch, copy and step, and on CUDA the GPU's utilisation sampled with NVML while a loop runs.
 
 Copy with: measure.py (synchronize, to_device, and _Restarting: a loader's batches epoch after epoch) with loadmeter.py,
-memory.py and pipeline_result.py.
+memory.py, pipeline_result.py and spread.py.
 
 Needs: psutil, torch; optional: pynvml (pip install nvidia-ml-py: GPU utilisation).
 

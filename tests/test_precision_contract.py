@@ -7,7 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import helpers.precision as precision_module
-from helpers.precision import choose_precision, interleaved_times, ranges_overlap
+from helpers.precision import choose_precision, interleaved_times
+from helpers.spread import Spread
 
 
 def test_each_turn_is_synchronised_before_its_clock_starts_and_before_it_stops(monkeypatch):
@@ -28,8 +29,9 @@ def test_each_turn_is_synchronised_before_its_clock_starts_and_before_it_stops(m
 
 
 def test_ranges_that_touch_overlap():
-    assert ranges_overlap((1.0, 2.0), (2.0, 3.0)) and ranges_overlap((2.0, 3.0), (1.0, 2.0))
-    assert not ranges_overlap((1.0, 1.9), (2.0, 3.0))
+    low, high, apart = Spread(1.5, 1.0, 2.0), Spread(2.5, 2.0, 3.0), Spread(1.5, 1.0, 1.9)
+    assert low.overlaps(high) and high.overlaps(low)
+    assert not apart.overlaps(high) and not high.overlaps(apart)
     touching = choose_precision({"fp32": [10.0, 12.0, 14.0], "bf16": [6.0, 8.0, 10.0]}, device="cpu")
     assert touching.precision == "fp32" and touching.within_noise
 

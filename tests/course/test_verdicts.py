@@ -23,6 +23,7 @@ from helpers.course.verdicts.text import cores_used, efficiency_cell, efficiency
 from helpers.course.verdicts.train_resnet18_cifar10 import accuracy_verdict, same_steps_verdict
 from helpers.course.verdicts.train_super_resolution import pipelines_claim_verdict, sr_verdict
 from helpers.course.verdicts.your_own_images import reduction_text
+from helpers.spread import Spread
 
 
 def _sweep_row(workers, rate, runs=None, prefetch=2, threads=None, compute=None):
@@ -402,13 +403,13 @@ def test_a_single_measurement_on_each_side_says_it_has_no_range():
 
 
 def test_doctor_change_verdict_reads_fed_rates_with_their_ranges():
-    before = SimpleNamespace(fed_samples_per_s=(10.0, 9.0, 11.0), verdict="INPUT-BOUND")
-    after = SimpleNamespace(fed_samples_per_s=(20.0, 18.0, 22.0), verdict="INCONCLUSIVE")
+    before = SimpleNamespace(fed_samples_per_s=Spread(10.0, 9.0, 11.0, 3), verdict="INPUT-BOUND")
+    after = SimpleNamespace(fed_samples_per_s=Spread(20.0, 18.0, 22.0, 3), verdict="INCONCLUSIVE")
     text = doctor_change_verdict(before, after, change="2 persistent workers")
     assert "fed 20.0 samples/s (18.0–22.0) against 10.0 (9.0–11.0) before" in text
     assert "2.0x (range 1.64–2.44x)." in text  # the ratio with its range, not alone
     assert "input-bound before and inconclusive after" in text
-    close = SimpleNamespace(fed_samples_per_s=(10.5, 9.5, 12.0), verdict="INPUT-BOUND")
+    close = SimpleNamespace(fed_samples_per_s=Spread(10.5, 9.5, 12.0, 3), verdict="INPUT-BOUND")
     tied = doctor_change_verdict(before, close, change="x")
     assert "within the noise of this machine: measured 1.1x (range 0.86–1.33x)" in tied
     assert "cannot tell 'with x' and 'before' apart" in tied
