@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...diagnosis import Diagnosis
-from .text import ratio_text, ratio_with_range
+from ...spread import ratio_text
+from .text import compare
 
 
 def memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_input_ratio: float) -> str:
@@ -43,7 +44,7 @@ def doctor_change_verdict(before: Diagnosis, after: Diagnosis, *, change: str) -
     ratio with its range (within the noise when the ranges overlap), and what the doctor read each time (diagnoses
     from helpers.doctor.diagnose)."""
     a, b = after.fed_samples_per_s, before.fed_samples_per_s
-    ratio = ratio_with_range(a.median, a.range, b.median, b.range, pick=(f"with {change}", "before"))
+    ratio = compare(a, b, pick=(f"with {change}", "before"))
     return (
         f"With {change}, the loop was fed {a.text(1, unit='samples/s')} against {b.text(1)} "
         f"before (medians over block pairs): {ratio}. The doctor read "
