@@ -13,6 +13,9 @@ CELL_TIMEOUT ?= 600
 LIMIT ?=  # seconds each notebook may run under `make course` (empty: the profile's notebook_limit_s)
 CHROMIUM ?= /usr/bin/chromium
 STACK ?=  # make test-versions STACK=colab (or gpu-runner, lower-bounds): one stack; empty: all three
+# The course runs from this checkout: `pip install` installs only the library (as `feeding_the_gpu`), so every command
+# here, the notebook kernels it starts and their subprocesses import `helpers` and `helpers.course` from this folder.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 # JupyterLab refuses to start as root unless told; containers often run as root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 

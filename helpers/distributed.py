@@ -1,10 +1,10 @@
 """Scaling out with torchrun: the process group, DDP wrapping, per-rank seeds and shards, reductions across ranks.
 
 Launch any entry point of the course with torchrun, for example on one node with 4 GPUs:
-    torchrun --standalone --nproc_per_node 4 -m helpers.train cifar --profile full
+    torchrun --standalone --nproc_per_node 4 -m helpers.course.train cifar --profile full
 and on 2 nodes (run on each node, with its own --node_rank):
     torchrun --nnodes 2 --node_rank 0 --nproc_per_node 4 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
-        -m helpers.train cifar --profile full
+        -m helpers.course.train cifar --profile full
 
 Copy alone.
 Needs: torch.

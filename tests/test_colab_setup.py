@@ -1,9 +1,11 @@
 """The Colab setup: the notebooks' setup cell finds or clones the course (run for real, against a fake /content and a
-local git repository), and tools/colab_setup.py installs it without touching what the runtime has (pip faked)."""
+local git repository), and tools/colab_setup.py installs what the course needs without touching what the runtime has
+(pip faked), installs nothing of the course itself, and makes `helpers` importable from the checkout."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -135,32 +137,31 @@ def runtime(monkeypatch):
         "ipython>=7.34",
     ]
     monkeypatch.setattr(colab_setup, "installed_versions", lambda: dict(installed))
-    monkeypatch.setattr(colab_setup, "course_requirements", lambda distribution=colab_setup.DISTRIBUTION: requirements)
+    monkeypatch.setattr(colab_setup, "course_requirements", lambda root: requirements)
     return installed
 
 
-def test_installs_the_course_without_dependencies_then_only_what_is_missing(runtime, tmp_path, capsys):
+def test_installs_only_what_is_missing_and_nothing_of_the_course_itself(runtime, tmp_path, capsys):
     pip = FakePip()
     lines = colab_setup.install_course(tmp_path, runner=pip)
-    first, second = pip.commands
-    assert first[:4] == [sys.executable, "-m", "pip", "install"] and first[-3:] == ["--no-deps", "-e", str(tmp_path)]
-    assert second[-2:] == ["kornia>=0.7.3", "scikit_image>=0.21"]  # nothing the runtime has is asked for
+    (command,) = pip.commands  # one pip run: no `pip install -e` of the course (it runs from the checkout)
+    assert command[:4] == [sys.executable, "-m", "pip", "install"]
+    assert command[-2:] == ["kornia>=0.7.3", "scikit_image>=0.21"]  # nothing the runtime has is asked for
+    assert str(tmp_path) not in command and "-e" not in command
     pins = pip.constraints[0].splitlines()
     assert {"torch==2.8.0+cu126", "numpy==2.0.2", "ipykernel==6.17.1", "ipywidgets==7.7.1"} <= set(pins)
     assert not any(p.startswith("weird") for p in pins)  # a version pip could not read is left out, not guessed
-    assert lines[0].startswith(f"installed the course package from {tmp_path} (editable, no dependencies) in ")
-    assert lines[1].startswith("kept as this Python has them: torch 2.8.0+cu126, torchvision 0.23.0+cu126, numpy")
-    assert "ipywidgets 7.7.1" in lines[1]  # older than the course asks, and kept: nothing of the runtime changes
-    assert lines[2].startswith("installed kornia, scikit_image (") and lines[2].endswith(" s")
-    assert all(line.endswith(" s") for line in (lines[0], lines[2]))
-    assert capsys.readouterr().out.count("course setup: ") == 3
+    assert lines[0].startswith("kept as this Python has them: torch 2.8.0+cu126, torchvision 0.23.0+cu126, numpy")
+    assert "ipywidgets 7.7.1" in lines[0]  # older than the course asks, and kept: nothing of the runtime changes
+    assert lines[1].startswith("installed kornia, scikit_image (") and lines[1].endswith(" s")
+    assert capsys.readouterr().out.count("course setup: ") == 2
 
 
-def test_nothing_more_is_installed_when_everything_is_there(runtime, tmp_path):
+def test_nothing_is_installed_when_everything_is_there(runtime, tmp_path):
     runtime.update({"kornia": "0.8.1", "scikit-image": "0.25.2"})
     pip = FakePip()
     lines = colab_setup.install_course(tmp_path, runner=pip)
-    assert len(pip.commands) == 1 and lines[-1] == "nothing else to install"
+    assert pip.commands == [] and lines[-1] == "nothing else to install"
 
 
 def test_a_pip_failure_shows_the_end_of_its_output_and_the_command(runtime, tmp_path):
@@ -168,10 +169,15 @@ def test_a_pip_failure_shows_the_end_of_its_output_and_the_command(runtime, tmp_
     with pytest.raises(RuntimeError) as failure:
         colab_setup.install_course(tmp_path, runner=FakePip(fail_with=noise))
     message = str(failure.value)
-    assert "installing the course package" in message and "pip exit code 1" in message
+    assert "installing kornia, scikit_image failed" in message and "pip exit code 1" in message
     assert "ERROR: No matching distribution found for kornia" in message and "pip line 99" in message
     assert "pip line 50" not in message  # only the tail
-    assert f"-m pip install --disable-pip-version-check --no-deps -e {tmp_path}" in message
+    command = message.splitlines()[-1].strip()
+    assert command.startswith(f"{sys.executable} -m pip install --disable-pip-version-check -c ")
+    assert command.endswith(" 'kornia>=0.7.3' 'scikit_image>=0.21'")
+    constraints = Path(command.split(" -c ")[1].split()[0])
+    assert "torch==2.8.0+cu126" in constraints.read_text()  # the command shown can be run by hand: its pins are kept
+    shutil.rmtree(constraints.parent)
 
 
 def test_requirement_names_and_canonical_names():
@@ -184,43 +190,51 @@ def test_requirement_names_and_canonical_names():
         colab_setup.requirement_name(">=1.0")
 
 
-def test_base_requirements_leave_out_the_extras(monkeypatch):
-    requires = ["torch>=2.4", 'jupyterlab>=4.0; extra == "course"', "pytest>=7.4 ; extra == 'test'", "tqdm"]
-    monkeypatch.setattr(colab_setup.importlib.metadata, "requires", lambda name: requires)
-    assert colab_setup.base_requirements() == ["torch>=2.4", "tqdm"]
+PYPROJECT = """\
+[project]
+name = "feeding-the-gpu"
+dependencies = ["torch>=2.4", "tqdm"]
+
+[project.optional-dependencies]
+library = ["kornia>=0.7.4"]
+jupyter = ["jupyterlab>=4.0"]
+course = [
+    "kornia>=0.7.4",
+    "matplotlib>=3.7",
+    "ipython; python_version >= '3.10'",
+    "TQDM>=4.66",  # the base list has it: asked for once
+]
+test = ["pytest>=7.4"]
+"""
 
 
-def test_the_notebooks_requirements_are_the_base_list_and_the_course_extra(monkeypatch):
-    requires = [
-        "torch>=2.4",
-        "kornia>=0.7.4; extra == 'library'",
-        'jupyterlab>=4.0; extra == "jupyter"',
-        'kornia>=0.7.4; extra == "course"',
-        "matplotlib>=3.7 ; extra == 'course'",
-        "ipython; python_version >= '3.10' and extra == \"course\"",
-        'pytest>=7.4; extra == "test"',
+def test_the_requirements_are_read_from_the_checkouts_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    assert colab_setup.base_requirements(tmp_path) == ["torch>=2.4", "tqdm"]
+    assert colab_setup.extra_requirements("course", tmp_path) == [
+        "kornia>=0.7.4",
+        "matplotlib>=3.7",
+        "ipython; python_version >= '3.10'",
+        "TQDM>=4.66",
     ]
-    monkeypatch.setattr(colab_setup.importlib.metadata, "requires", lambda name: requires)
-    assert colab_setup.extra_requirements("course") == [
+    assert colab_setup.course_requirements(tmp_path) == [
+        "torch>=2.4",
+        "tqdm",
         "kornia>=0.7.4",
         "matplotlib>=3.7",
         "ipython; python_version >= '3.10'",
     ]
-    assert colab_setup.course_requirements() == [
-        "torch>=2.4",
-        "kornia>=0.7.4",
-        "matplotlib>=3.7",
-        "ipython; python_version >= '3.10'",
-    ]
+    with pytest.raises(RuntimeError, match="declares no extra 'gpu'"):
+        colab_setup.extra_requirements("gpu", tmp_path)
+    with pytest.raises(RuntimeError, match="cannot read the course's dependencies from"):
+        colab_setup.base_requirements(tmp_path / "elsewhere")
 
 
-def test_the_installed_course_asks_for_what_the_notebooks_import():
-    """Read from this checkout's own installed metadata: the library, kornia, plotting; no Jupyter server."""
-    try:
-        names = {colab_setup.canonical(colab_setup.requirement_name(r)) for r in colab_setup.course_requirements()}
-    except colab_setup.importlib.metadata.PackageNotFoundError:
-        pytest.skip("the course is not installed in this Python (make env installs it)")
-    assert {"torch", "torchvision", "numpy", "pillow", "kornia", "matplotlib", "scikit-image"} <= names
+def test_this_checkouts_requirements_are_what_the_notebooks_import():
+    """Read from this checkout's pyproject.toml: the library, kornia, plotting; no Jupyter server, no test tools."""
+    root = Path(__file__).resolve().parents[1]
+    names = {colab_setup.canonical(colab_setup.requirement_name(r)) for r in colab_setup.course_requirements(root)}
+    assert {"torch", "torchvision", "numpy", "pillow", "psutil", "kornia", "matplotlib", "scikit-image"} <= names
     assert not names & {"jupyterlab", "nbconvert", "pytest"}
 
 
@@ -229,11 +243,25 @@ def test_setup_course_refuses_a_folder_that_is_not_the_course(tmp_path):
         colab_setup.setup_course(tmp_path)
 
 
-def test_setup_course_makes_the_course_importable_in_this_process(runtime, tmp_path, monkeypatch, capsys):
+def test_setup_course_makes_the_course_importable_here_and_in_subprocesses(runtime, tmp_path, monkeypatch, capsys):
     (tmp_path / "helpers").mkdir()
     (tmp_path / "helpers" / "__init__.py").write_text("")
-    monkeypatch.setattr(colab_setup, "_run", FakePip())
+    pip = FakePip()
+    monkeypatch.setattr(colab_setup, "_run", pip)
     monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     colab_setup.setup_course(tmp_path)
     assert sys.path[0] == str(tmp_path)
+    assert os.environ["PYTHONPATH"] == os.pathsep.join([str(tmp_path), "/elsewhere"])
+    assert all("-e" not in command for command in pip.commands)
     assert capsys.readouterr().out.splitlines()[-1].startswith("course setup: ready in ")
+    colab_setup.setup_course(tmp_path)  # a second notebook in the same runtime: the paths are not doubled
+    assert sys.path.count(str(tmp_path)) == 1 and os.environ["PYTHONPATH"].count(str(tmp_path)) == 1
+    child = subprocess.run(
+        [sys.executable, "-c", "import helpers; print(helpers.__file__)"],
+        cwd=tmp_path.parent,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert child.stdout.strip() == str(tmp_path / "helpers" / "__init__.py"), child.stderr

@@ -52,14 +52,17 @@ def test_errors_unrun_cells_stray_values_pip_noise_and_a_foreign_helpers_fail():
     assert any(p.startswith(f"helpers was not imported from the clone {CLONE}") for p in check.problems)
 
 
-def test_a_changed_preinstalled_version_or_a_jupyter_server_fails():
+def test_a_changed_preinstalled_version_a_jupyter_server_or_the_course_installed_fails():
     before = {"torch": "2.8.0", "numpy": "2.0.2", "ipykernel": "6.17.1"}
     assert check_packages(before, {**before, "kornia": "0.8.1"}).ok
-    changed = check_packages(before, {"torch": "2.8.0", "numpy": "2.3.0", "jupyter-server": "2.17.0"})
+    changed = check_packages(
+        before, {"torch": "2.8.0", "numpy": "2.3.0", "jupyter-server": "2.17.0", "feeding-the-gpu": "0.1.0"}
+    )
     assert changed.problems == [
         "ipykernel 6.17.1 became uninstalled",
         "numpy 2.0.2 became 2.3.0",
         "the course's install added Jupyter server packages: ['jupyter-server']",
+        "the setup installed the course itself (feeding-the-gpu): it runs from the clone",
     ]
 
 

@@ -209,7 +209,7 @@ def test_torchrun_trains_with_two_processes(tmp_path):
         "--nproc_per_node",
         "2",
         "-m",
-        "helpers.train",
+        "helpers.course.train",
         "cifar",
         "--profile",
         "smoke",

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
-ENTRY_POINTS = {"__init__.py", "bench.py", "train.py"}  # `python -m helpers.bench|train`: thin, run the course
-LIBRARY = sorted(p for p in HELPERS.glob("*.py") if p.name not in ENTRY_POINTS)
+# Every module beside __init__.py is the library (what `pip install .` installs as feeding_the_gpu): the course's
+# command lines live in the course layer (`python -m helpers.course.train|bench`).
+LIBRARY = sorted(p for p in HELPERS.glob("*.py") if p.name != "__init__.py")
 COURSE = sorted((HELPERS / "course").glob("*.py"))
 # Imports allowed inside a function: optional dependencies that most users do not have, and (per module) packages
 # that only one function of a library module needs, so that copying the module does not require them.

@@ -135,6 +135,7 @@ def run_tests(venv: Path, log: Path, extra: list[str]) -> tuple[int, str]:
     """make test's command in the venv, with the notebook-warning plugin; (exit status, pytest's summary)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "COURSE_"))}
     env.update({"COURSE_PROFILE": "smoke", "COURSE_OFFLINE": "1", "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}"})
+    env["PYTHONPATH"] = str(REPO)  # as make test: the course (helpers, helpers.course) runs from the checkout
     # Its own (pytest runs sharing /tmp/pytest-of-USER delete each other's), and outside the checkout: a test's folder
     # under the repository finds the course by walking up (the Colab setup cell's tests saw the checkout, not their clone)
     basetemp = Path(tempfile.gettempdir()) / f"feeding-the-gpu-versions-{venv.name}"

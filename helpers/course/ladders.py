@@ -1,6 +1,6 @@
 """The course's loader ladders: every rung of a pipeline measured side by side in one process (the loader alone, then
 feeding the same model against pre-made batches), the memory of the traditional SR stores, and `python -m
-helpers.bench`."""
+helpers.course.bench`."""
 
 from __future__ import annotations
 
@@ -584,7 +584,7 @@ def cifar_ladder(
     ]
 
 
-# --- one construction path per ladder: the notebooks and python -m helpers.bench -----------------------------------
+# --- one construction path per ladder: the notebooks and python -m helpers.course.bench ----------------------------
 
 
 @dataclass
@@ -607,9 +607,9 @@ def measure_sr_ladder(
     batch_size: int | None = None,
     peers: bool = False,
 ) -> LadderRun:
-    """02's ladder and `python -m helpers.bench sr`: the SR rungs at the profile's crop and batch, run side by side;
-    with `peers` (the bench) also the lazy-crop loader on lossless PNG copies of the same images, the file format's
-    part of its speed."""
+    """02's ladder and `python -m helpers.course.bench sr`: the SR rungs at the profile's crop and batch, run side by
+    side; with `peers` (the bench) also the lazy-crop loader on lossless PNG copies of the same images, the file
+    format's part of its speed."""
     hr_crop, batch_size = hr_crop or profile.sr_crop, batch_size or profile.sr_batch
     workers = max(1, min(8, usable_cpu_count()))
     rungs = sr_ladder(paths, device=device, batch_size=batch_size, scale=scale, hr_crop=hr_crop, workers=workers)
@@ -685,10 +685,10 @@ def measure_cifar_ladder(
     peers: bool = False,
     augment: Callable[[], nn.Module] | None = None,
 ) -> LadderRun:
-    """04's ladder and `python -m helpers.bench cifar`: the post's 224-px rung at the batch that fits, the same family
-    at 32 px, and the on-device rungs, with the profile's model, run side by side; with `peers` (the bench) also the
-    shipped crop + flip configuration and FFCV doing the same work where FFCV is installed. `augment` builds the
-    on-device rung's augmentation (default `cifar_train_augment`)."""
+    """04's ladder and `python -m helpers.course.bench cifar`: the post's 224-px rung at the batch that fits, the same
+    family at 32 px, and the on-device rungs, with the profile's model, run side by side; with `peers` (the bench)
+    also the shipped crop + flip configuration and FFCV doing the same work where FFCV is installed. `augment` builds
+    the on-device rung's augmentation (default `cifar_train_augment`)."""
     batch_size = batch_size or profile.cifar_ladder_batch
     model = functools.partial(build_model, profile.cifar_ladder_model)  # models.py: the one home of the choice
     cores, busy = usable_cpu_count(), busy_cores()  # one reading for the seed batch and the ladder's threads
@@ -723,7 +723,7 @@ def measure_cifar_ladder(
     return LadderRun(rows, timing, label, notes)
 
 
-# --- the command line: python -m helpers.bench -------------------------------------------------------------------
+# --- the command line: python -m helpers.course.bench ------------------------------------------------------------
 
 
 def _sr_command(args: argparse.Namespace, profile: Profile, device: torch.device) -> tuple[LadderRun, Any]:
@@ -752,7 +752,7 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: python -m helpers.bench sr|cifar --json PATH [--profile auto|smoke|cpu|full]."""
+    """Command line: python -m helpers.course.bench sr|cifar --json PATH [--profile auto|smoke|cpu|full]."""
     parser = argparse.ArgumentParser(description="Run a loader ladder side by side in one process.")
     parser.add_argument("ladder", choices=["sr", "cifar"], help="sr: super-resolution on BSDS300; cifar: CIFAR-10")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")

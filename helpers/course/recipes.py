@@ -1,5 +1,5 @@
 """The course's two training runs as thin recipes over the library's trainer, sized by the profile, and the training
-command line: `python -m helpers.train sr|cifar` (also under torchrun)."""
+command line: `python -m helpers.course.train sr|cifar` (also under torchrun)."""
 
 from __future__ import annotations
 
@@ -393,7 +393,8 @@ def result_sentence(last: dict[str, Any], *, task: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: python -m helpers.train sr|cifar [--profile P] [--checkpoint-dir D] [--resume] [--scale S]."""
+    """Command line: python -m helpers.course.train sr|cifar [--profile P] [--checkpoint-dir D] [--resume] [--scale
+    S]."""
     parser = argparse.ArgumentParser(
         description="Train the course's SR or CIFAR model outside the notebooks (single process, or under torchrun)."
     )

@@ -136,7 +136,7 @@ def test_the_sr_ladder_keeps_its_workers_within_the_cpu_budget(tmp_path):
 
 
 def test_the_notebooks_build_their_ladders_through_the_benchs_path():
-    # one construction path: a notebook that assembled its own rungs could drift from python -m helpers.bench
+    # one construction path: a notebook that assembled its own rungs could drift from python -m helpers.course.bench
     import inspect
     from pathlib import Path
 
