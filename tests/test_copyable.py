@@ -1,4 +1,4 @@
-"""Copy tests: every piece the notebooks' "What to copy" bullets and the README's library table name, copied with
+"""Copy tests: every piece the notebooks' "What to copy" bullets and docs/library.md's library table name, copied with
 exactly the files they name into a folder outside the repository and run there, in a Python that sees only torch,
 torchvision, numpy and pillow plus the packages the copied modules' docstrings list after "Needs:".
 
@@ -30,7 +30,7 @@ from .test_layering import HELPERS, LIBRARY, closure, declared_siblings
 
 BASE = ("torch", "torchvision", "numpy", "pillow")  # what every fresh project is assumed to have
 IMPORT_NAMES = {"PIL": "pillow"}  # import name -> distribution name, where they differ
-README = HELPERS.parent / "README.md"
+LIBRARY_PAGE = HELPERS.parent / "docs" / "library.md"
 NOTEBOOKS = sorted((HELPERS.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 # --- what the docstrings say, and what the code imports ----------------------------------------------------------
@@ -166,7 +166,7 @@ def run_isolated(tmp: Path, needs: set[str], cases: list[dict]) -> dict:
     return report["results"]
 
 
-# --- the pieces: notebook bullets, README rows, worked examples --------------------------------------------------
+# --- the pieces: notebook bullets, library table rows, worked examples --------------------------------------------------
 
 
 def what_to_copy_bullets() -> list[tuple[str, list[str], list[str]]]:
@@ -183,10 +183,10 @@ def what_to_copy_bullets() -> list[tuple[str, list[str], list[str]]]:
     return bullets
 
 
-def readme_rows() -> list[tuple[str, list[str]]]:
-    """(module, the files its 'copy with' column names) for each row of the README's library table."""
+def library_rows() -> list[tuple[str, list[str]]]:
+    """(module, the files its 'copy with' column names) for each row of docs/library.md's library table."""
     rows = []
-    for line in README.read_text(encoding="utf-8").splitlines():
+    for line in LIBRARY_PAGE.read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and re.fullmatch(r"`\w+\.py`", cells[0]):
             rows.append((cells[0].strip("`")[:-3], re.findall(r"`(\w+)\.py`", cells[2])))
@@ -320,7 +320,7 @@ def import_code(package: str, modules: list[str], names: list[str]) -> str:
 
 
 def all_cases() -> list[dict]:
-    """Every case: each notebook bullet, each README row (module + its 'copy with' column) and each example."""
+    """Every case: each notebook bullet, each library table row (module + its 'copy with' column) and each example."""
     cases = []
     for number, (case_id, modules, names) in enumerate(what_to_copy_bullets()):
         package = f"bullet{number}"
@@ -333,11 +333,11 @@ def all_cases() -> list[dict]:
                 "code": import_code(package, modules, names),
             }
         )
-    for number, (module, siblings) in enumerate(readme_rows()):
+    for number, (module, siblings) in enumerate(library_rows()):
         package = f"row{number}"
         cases.append(
             {
-                "id": f"README {module}.py",
+                "id": f"library table {module}.py",
                 "package": package,
                 "files": [f"{m}.py" for m in {module, *siblings}],
                 "needs": sorted(needs_of([module])),
@@ -385,7 +385,7 @@ def test_a_copied_piece_runs_with_only_the_packages_its_docstring_lists(case, is
 
 def test_every_bullet_row_and_module_is_covered():
     assert len([c for c in CASES if c["id"].startswith("notebook")]) >= len(NOTEBOOKS)
-    assert {module for module, _ in readme_rows()} == {p.stem for p in LIBRARY}, "the README's library table"
+    assert {module for module, _ in library_rows()} == {p.stem for p in LIBRARY}, "docs/library.md's library table"
     assert {"loading", "augment", "sr_cache", "sr_data"} <= set(EXAMPLES)
 
 

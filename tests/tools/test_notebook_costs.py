@@ -1,4 +1,4 @@
-"""tools/notebook_costs.py writes one run's minutes into the README's table and the notebooks' quotes alike."""
+"""tools/notebook_costs.py writes one run's minutes into results/cpu-run.md's table and the notebooks' quotes alike."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ The home: the run above (`make course`, old run), the last measured run.
 
 def test_the_readme_table_and_description_take_the_runs_numbers():
     runs = {"runs": [{"name": "00_setup", "seconds": 3.6}, {"name": "01_naive", "seconds": 130.2}]}
-    text = notebook_costs.update_readme(README, notebook_costs.minutes_by_notebook(runs), "commit `abc`, busy")
+    text = notebook_costs.update_times_page(README, notebook_costs.minutes_by_notebook(runs), "commit `abc`, busy")
     assert "| 00 | 4 | 0.1 |" in text and "| 01 | 130 | 2.2 |" in text and "| 01 | 68 |" not in text
     assert "the run above (commit `abc`, busy)" in text and text.endswith("## Profiles\n")
 

@@ -1,10 +1,10 @@
-"""tools/notebook_costs.py: a run's seconds become the README table's rows and minutes (and nothing outside that
+"""tools/notebook_costs.py: a run's seconds become results/cpu-run.md's table rows and minutes (and nothing outside that
 section changes), and a notebook's "What it costs" quote is rewritten in place."""
 
 from __future__ import annotations
 
 import nbformat
-from notebook_costs import minutes_by_notebook, update_notebook, update_readme  # tools/ is on the path
+from notebook_costs import minutes_by_notebook, update_notebook, update_times_page  # tools/ is on the path
 
 README = """# Course
 
@@ -31,7 +31,7 @@ def test_minutes_come_from_each_finished_notebooks_seconds():
 
 
 def test_the_readme_table_and_description_change_and_nothing_else():
-    text = update_readme(README, {"02": (245.0, "4.1")}, "profile `cpu`, commit `new`, a busy machine")
+    text = update_times_page(README, {"02": (245.0, "4.1")}, "profile `cpu`, commit `new`, a busy machine")
     section = text.split("### Time per notebook")[1].split("\n## Next section")[0]
     assert "| 02 | 245 | 4.1 |" in section and "| 00 | 4 | 0.1 |" in section
     assert "the run above (profile `cpu`, commit `new`, a busy machine)" in section
@@ -97,12 +97,13 @@ def test_without_a_run_the_tool_writes_only_the_estimates(tmp_path, monkeypatch)
     path = tmp_path / "notebooks" / "05_x.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(cost)]), path)
     (tmp_path / "estimates.json").write_text(json.dumps(PAYLOAD))
-    (tmp_path / "README.md").write_text("untouched")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "cpu-run.md").write_text("untouched")
     monkeypatch.setattr(notebook_costs, "ROOT", tmp_path)
     notebook_costs.main(["--estimates", str(tmp_path / "estimates.json")])
     source = nbformat.read(path, as_version=4).cells[0].source
     assert source.startswith(cost) and "20.1 min on a T4, 20.6 min on an H200 (`estimates.json` says how)" in source
-    assert (tmp_path / "README.md").read_text() == "untouched"
+    assert (tmp_path / "results" / "cpu-run.md").read_text() == "untouched"
 
 
 ESTIMATES = json.loads(notebook_costs.ESTIMATES.read_text())
