@@ -1,5 +1,6 @@
 """The resized store is one build or an error: a truncated pixels.u8 is refused and built again, a reader (a
-DataLoader worker that maps lazily included) never serves one build's pixels through another build's index, an index
+DataLoader worker that maps lazily included) never serves one build's pixels through another build's index (even when
+the two builds have the same sizes: the build identity at the end of pixels.u8 tells them apart), an index
 of another build is refused, and an edit that keeps size and modification time is seen only with content=True."""
 
 from __future__ import annotations
@@ -63,6 +64,18 @@ def test_a_reader_never_serves_another_builds_pixels(tmp_path):
         with pytest.raises(ResizedStoreError, match="store was built again after this reader opened it"):
             reader.image(0)
     assert ResizedStore(dest).image(0).shape == (4, 4, 3)  # a reader made now reads the new build
+
+
+def test_a_rebuild_of_the_same_sizes_is_caught_by_the_build_identity_when_mapping(tmp_path):
+    samples = _samples(tmp_path / "photos")
+    dest = build_resized_store(samples, tmp_path / "store", short_side=16)
+    size = (dest / "pixels.u8").stat().st_size
+    in_worker = pickle.loads(pickle.dumps(ResizedStore(dest)))  # the index and labels of the first build, no mapping
+    _samples(tmp_path / "photos", shade=100)  # the same shapes, other pixels: only the identity tells the builds apart
+    build_resized_store([(path, 1 - label) for path, label in samples], dest, short_side=16)
+    assert (dest / "pixels.u8").stat().st_size == size
+    with pytest.raises(ResizedStoreError, match="pixels.u8 belongs to another build than"):
+        in_worker.image(0)
 
 
 @pytest.mark.timeout(120)

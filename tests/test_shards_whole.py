@@ -1,7 +1,8 @@
-"""A shard set is complete only when every shard is whole: a shard cut after its third sample is refused by the
-reader and written again by write_shards, never read as fewer samples; a set rebuilt under a running reader is an
-error, never a mix of two builds; a missing or non-integer label and a member past the size limit are errors that
-name the shard and the key."""
+"""A shard set is complete only when every shard is whole: a shard cut after its third sample, or of the recorded
+size without its end-of-archive marker, is refused by the reader and written again by write_shards, never read as
+fewer samples; a set rebuilt under a running reader (a shard replaced, or gone) is an error, never a mix of two
+builds; a missing or non-integer label and a member past the size limit are errors that name the shard and the
+key."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers.shards import ShardError, sample_label, shard_dataset, shard_paths, write_shards
+from helpers.shards import ShardError, rank_shards, sample_label, shard_dataset, shard_paths, write_shards
 
 COUNT, PER_SHARD = 40, 10
 
@@ -57,6 +58,20 @@ def test_a_shard_cut_after_its_third_sample_is_refused_and_written_again(tmp_pat
     assert sorted(_keys(rewritten)) == [f"{i:08d}" for i in range(COUNT)]
 
 
+def test_a_shard_of_the_recorded_size_without_its_end_marker_is_refused_and_written_again(tmp_path):
+    samples = _samples(tmp_path / "photos")
+    shards = write_shards(samples, tmp_path / "shards", per_shard=PER_SHARD)
+    size = shards[2].stat().st_size
+    with open(shards[2], "r+b") as f:  # damaged in place: the size shards.json records, the last blocks not zeros
+        f.seek(size - 1024)
+        f.write(b"\xff" * 1024)
+    with pytest.raises(ShardError, match="shard-000002.tar does not end with the end-of-archive marker"):
+        shard_paths(tmp_path / "shards")
+    rewritten = write_shards(samples, tmp_path / "shards", per_shard=PER_SHARD)
+    assert rewritten[2].read_bytes()[-1024:] == bytes(1024)
+    assert sorted(_keys(rewritten)) == [f"{i:08d}" for i in range(COUNT)]
+
+
 @pytest.mark.parametrize("cut", ["boundary", "inside"])
 def test_a_cut_shard_without_a_manifest_is_an_error_when_read(tmp_path, cut):
     shards = write_shards(_samples(tmp_path / "photos", 10), tmp_path / "shards", per_shard=PER_SHARD)
@@ -90,6 +105,18 @@ def test_a_set_rebuilt_under_a_running_reader_is_an_error_not_a_mix(tmp_path):
     assert {label for _, label in read} <= old
     fresh = [sample_label(s) for s in shard_dataset(shard_paths(tmp_path / "shards"), lambda s: s, shuffle_buffer=0)]
     assert sorted(fresh) == sorted(label for _, label in relabelled)  # a new dataset reads the new build whole
+
+
+def test_a_shard_gone_in_a_rebuild_under_a_running_reader_is_an_error_naming_it(tmp_path):
+    samples = _samples(tmp_path / "photos", 2 * PER_SHARD)
+    shards = write_shards(samples, tmp_path / "shards", per_shard=PER_SHARD)
+    seed = next(s for s in range(100) if rank_shards(shards, seed=s)[0] == shards[0])  # shard-000001 read second
+    stream = iter(shard_dataset(shards, lambda s: s["__url__"], seed=seed, shuffle_buffer=0))
+    assert next(stream) == str(shards[0])
+    write_shards(samples, tmp_path / "shards", per_shard=2 * PER_SHARD)  # one shard now: shard-000001 is gone
+    assert not shards[1].exists()
+    with pytest.raises(ShardError, match="shard-000001.tar: the shard set was written again while this dataset"):
+        list(stream)
 
 
 def _shard(path: Path, members: dict[str, bytes]) -> Path:
