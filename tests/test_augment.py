@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import kornia.augmentation as K
+import pytest
 import torch
 from torchvision.transforms import functional as F
 
@@ -12,6 +14,7 @@ from helpers.augment import (
     BatchHorizontalFlip,
     BatchRandomCrop,
     NormalizeToFloat,
+    ToUnitFloat,
     cifar_train_augment,
     normalize_only,
     torchvision_cifar_augment,
@@ -106,3 +109,83 @@ def test_the_crop_gather_flips_per_sample_when_asked():
         for crop in out
     ]
     assert 0.35 < sum(flipped) / len(flipped) < 0.65
+
+
+def _same_images(batch: int = 400, size: int = 6) -> torch.Tensor:
+    one = torch.arange(3 * size * size, dtype=torch.float32).view(3, size, size)
+    return one.expand(batch, -1, -1, -1).contiguous()
+
+
+def _flipped_share(op: torch.nn.Module, images: torch.Tensor) -> float:
+    out = op(images)
+    flipped = torch.tensor([torch.equal(o, images[0].flip(-1)) for o in out])
+    kept = torch.tensor([torch.equal(o, images[0]) for o in out])
+    assert bool((flipped | kept).all())
+    return float(flipped.float().mean())
+
+
+class TestFlipShare:
+    """Augmentation details the main tests leave open: the crop's flip probability is the one asked for (at every p,
+    not only at 0.5 where a reversed comparison gives the same share)."""
+
+    @pytest.mark.parametrize(("p", "low", "high"), [(1.0, 1.0, 1.0), (0.2, 0.12, 0.28), (0.0, 0.0, 0.0)])
+    def test_the_crop_flips_the_share_of_samples_it_is_asked_to(self, p, low, high):
+        torch.manual_seed(0)
+        assert low <= _flipped_share(BatchRandomCrop(6, padding=0, flip_p=p), _same_images()) <= high
+
+    @pytest.mark.parametrize(("p", "low", "high"), [(1.0, 1.0, 1.0), (0.2, 0.12, 0.28)])
+    def test_the_flip_flips_the_share_of_samples_it_is_asked_to(self, p, low, high):
+        torch.manual_seed(0)
+        assert low <= _flipped_share(BatchHorizontalFlip(p), _same_images()) <= high
+
+
+def _ops(augment: torch.nn.Module) -> dict[type, torch.nn.Module]:
+    ops = {type(m): m for m in augment}
+    assert len(ops) == len(list(augment)), "one op of each kind"
+    return ops
+
+
+class TestCifarPreset:
+    """The CIFAR training preset is what its docstring says: on uint8, a 32-px crop after 4-px reflect padding with the
+    flip in the same copy, then float, ColorJitter (brightness, contrast, saturation; no hue) with a probability,
+    grayscale, and one Normalize to float; each argument reaches its op, and an image comes out normalised."""
+
+    def test_the_preset_holds_every_op_in_order_with_the_standard_cifar_crop(self):
+        augment = cifar_train_augment()
+        kinds = [type(m) for m in augment]
+        wanted = [BatchRandomCrop, ToUnitFloat, K.ColorJitter, K.RandomGrayscale, NormalizeToFloat]
+        assert kinds == wanted  # crop and flip on uint8 first: the float conversion happens on the cropped batch
+        crop = _ops(augment)[BatchRandomCrop]
+        assert (crop.size, crop.padding, crop.padding_mode, crop.flip_p) == (32, 4, "reflect", 0.5)
+        jitter, grey = _ops(augment)[K.ColorJitter], _ops(augment)[K.RandomGrayscale]
+        # the signature's defaults: mild colour jitter most of the time, grayscale now and then
+        assert (jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue) == (0.2, 0.2, 0.2, 0.0)
+        assert (jitter.p, grey.p) == (0.8, 0.2)
+
+    def test_each_argument_reaches_its_op(self):
+        mean, std = (0.1, 0.2, 0.3), (0.4, 0.5, 0.6)
+        ops = _ops(
+            cifar_train_augment(mean=mean, std=std, padding=3, jitter=0.1, jitter_p=0.5, grayscale_p=0.3, size=24)
+        )
+        assert (ops[BatchRandomCrop].size, ops[BatchRandomCrop].padding) == (24, 3)
+        jitter = ops[K.ColorJitter]
+        assert (jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue, jitter.p) == (
+            0.1,
+            0.1,
+            0.1,
+            0.0,
+            0.5,
+        )
+        assert ops[K.RandomGrayscale].p == 0.3
+        normalize = ops[NormalizeToFloat]
+        std_t, mean_t = torch.tensor(std).view(1, 3, 1, 1), torch.tensor(mean).view(1, 3, 1, 1)
+        torch.testing.assert_close(normalize.scale, 1 / std_t)
+        torch.testing.assert_close(normalize.shift, -mean_t / std_t)
+
+    def test_an_image_comes_out_cropped_and_normalised(self):
+        torch.manual_seed(0)
+        grey = torch.full((64, 3, 40, 40), 128, dtype=torch.uint8)  # a flat image: no op but Normalize changes it
+        out = cifar_train_augment(jitter_p=0.0, grayscale_p=0.0)(grey)
+        expected = (128 / 255 - torch.tensor(CIFAR10_MEAN)) / torch.tensor(CIFAR10_STD)
+        assert out.shape == (64, 3, 32, 32)
+        torch.testing.assert_close(out, expected.view(1, 3, 1, 1).expand_as(out))
