@@ -23,7 +23,7 @@ from helpers.cifar import (
     write_cifar10_class_names,
 )
 
-from .test_safe_open_routing import _within
+from .test_safe_open import _within
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]

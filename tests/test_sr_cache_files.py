@@ -16,7 +16,7 @@ from PIL import Image
 from helpers import sr_cache
 from helpers.safe_open import NotRegularFileError
 
-from .test_safe_open_routing import _within
+from .test_safe_open import _within
 
 
 def _images(folder: Path, count: int = 2) -> list[Path]:

@@ -1,6 +1,5 @@
 """The training step: accumulation equals one full batch, bf16 on CPU, overflow skips counted (the schedule waits for
-them), NaN losses raised from device-side flags without reading the loss per micro-batch, and the precision choice
-interleaved, with ranges, saying when it is within the noise, and reusable from its cache."""
+them), and NaN losses raised from device-side flags without reading the loss per micro-batch."""
 
 from __future__ import annotations
 
@@ -8,10 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-import helpers.precision as precision_module
 import helpers.step as step_module
 from helpers.models import PatchDiscriminator, SmallEDSR
-from helpers.precision import choose_precision, fastest_precision
 from helpers.step import (
     NonFiniteLossError,
     StepResult,
@@ -159,46 +156,6 @@ def test_bf16_on_a_gpu_that_only_emulates_it_is_refused_with_fp16_named(monkeypa
     model = nn.Linear(2, 2)
     with pytest.raises(ValueError, match=r"Tesla T4 runs it only emulated.*precision='fp16'"):
         TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), device="cuda", precision="bf16")
-
-
-def test_fastest_precision_times_the_candidates_interleaved_and_says_why(data, monkeypatch, tmp_path):
-    x, y = data
-    model, _ = _model_and_optimizer()
-    monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: False)
-    choice = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu")
-    assert choice.precision == "fp32" and choice.step_ms == {} and "only precision" in choice.reason
-    monkeypatch.setattr(step_module, "cpu_has_native_bf16", lambda: True)
-    order = []
-    real = precision_module.interleaved_times
-
-    def recording(calls, **kwargs):
-        wrapped = {name: (lambda name=name, fn=fn: (order.append(name), fn())) for name, fn in calls.items()}
-        return real(wrapped, **kwargs)
-
-    monkeypatch.setattr(precision_module, "interleaved_times", recording)
-    before = _params(model)
-    cache = tmp_path / "precision.json"
-    choice = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu", rounds=3, cache=cache)
-    assert order[2:] == ["fp32", "bf16"] * 3  # one warm-up each, then rounds that alternate the candidates
-    assert set(choice.step_ms) == set(choice.step_ms_range) == {"fp32", "bf16"} and choice.precision in choice.reason
-    assert all(low <= choice.step_ms[p] <= high for p, (low, high) in choice.step_ms_range.items())
-    assert choice.cost_s > 0 and not choice.cached
-    assert all(torch.equal(a, b) for a, b in zip(before, _params(model)))  # timed on a copy: the model is untouched
-    order.clear()
-    again = fastest_precision(model, (x, y), loss_fn=nn.MSELoss(), device="cpu", rounds=3, cache=cache)
-    assert again.cached and order == [] and (again.precision, again.step_ms) == (choice.precision, choice.step_ms)
-    wider = nn.Sequential(nn.Linear(5, 32), nn.Tanh(), nn.Linear(32, 1))
-    assert not fastest_precision(wider, (x, y), loss_fn=nn.MSELoss(), device="cpu", rounds=1, cache=cache).cached
-
-
-def test_a_choice_within_the_noise_says_so_and_keeps_fp32():
-    clear = choose_precision({"fp32": [10.0, 11.0, 12.0], "bf16": [5.0, 6.0, 7.0]}, device="cpu")
-    assert clear.precision == "bf16" and not clear.within_noise and "within the noise" not in clear.reason
-    tied = choose_precision({"fp32": [10.0, 11.0, 15.0], "bf16": [8.0, 9.0, 12.0]}, device="cpu")
-    assert tied.precision == "fp32" and tied.within_noise and "within the noise" in tied.reason
-    assert tied.step_ms == {"fp32": 11.0, "bf16": 9.0} and tied.step_ms_range["bf16"] == (8.0, 12.0)
-    between_low = choose_precision({"fp32": [30.0, 31.0], "bf16": [8.0, 12.0], "fp16": [9.0, 13.0]}, device="cuda")
-    assert between_low.precision == "bf16" and between_low.within_noise and "fp16" in between_low.reason
 
 
 class _Watched(torch.Tensor):
