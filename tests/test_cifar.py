@@ -221,3 +221,12 @@ class TestRacesLinksAndFifos:
         (tmp_path / "test_batch.bin").mkdir()
         with pytest.raises(CifarFormatError, match="test_batch.bin: is a folder, where the file goes"):
             write_cifar10_batch(tmp_path / "test_batch.bin", IMAGES, LABELS)
+
+
+class TestClassNameCount:
+    """A class-name file with too many names is refused."""
+
+    def test_a_class_name_file_with_eleven_names_is_refused(self, tmp_path):
+        (tmp_path / "batches.meta.txt").write_text("\n".join(f"c{i}" for i in range(11)) + "\n", encoding="ascii")
+        with pytest.raises(CifarFormatError, match="11 class names, expected 10"):
+            cifar10_class_names(tmp_path)

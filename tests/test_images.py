@@ -242,3 +242,12 @@ class TestConversionsAndCropFit:
         check_crop_fits((40, 40), 16)
         with pytest.raises(ImageTooSmallError, match=r"p.png: image is \d+x\d+ pixels, smaller than the 16x16 crop"):
             check_crop_fits(size, 16, path="p.png")
+
+
+class TestIntegerImageRange:
+    """A 32-bit integer image past 16-bit values is refused."""
+
+    def test_an_integer_image_past_16_bit_values_is_refused(self, tmp_path):
+        Image.fromarray(np.array([[0, 70000]], dtype=np.int32)).save(tmp_path / "wide.tiff")
+        with pytest.raises(BadImageError, match=r"wide.tiff: mode I holds values 0..70000, outside 16-bit"):
+            load_rgb_image(tmp_path / "wide.tiff")

@@ -13,7 +13,6 @@ from torch import nn
 import helpers.measure as measure
 from helpers.measure import (
     PipelineProbe,
-    PipelineResult,
     measure_pipeline,
     measure_pipelines,
     peak_rss_bytes,
@@ -70,11 +69,6 @@ def test_pipelines_measured_side_by_side_keep_their_names_ranges_and_data_wait()
 def test_the_undisturbed_step_time_is_measured():
     result = measure_pipeline(SlowLoader(0.0), _step(), torch.device("cpu"), steps_per_block=3, blocks=2)
     assert result.premade_step_ms is not None and 0 < result.premade_step_ms < 1000
-
-
-def test_the_wait_fraction_is_the_wait_over_the_whole_step():
-    result = PipelineResult(95.0, 97.0, 0.98, 0.5, 40.0, 10, 100.0, None)
-    assert abs(result.data_wait_fraction - 0.5 / 40.5) < 1e-9
 
 
 def test_peak_rss_sees_a_large_allocation():

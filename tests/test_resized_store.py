@@ -248,3 +248,21 @@ class TestStoreGoneBeforeMapping:
         assert "open it again (ResizedStore)" in str(info.value)
         os.replace(tmp_path / ".store.old", dest)
         assert reader.image(0).shape == (8, 12, 3)
+
+
+class TestShapesAndLabels:
+    """Resized shapes round (not floor), and a stored crop keeps its own label."""
+
+    def test_resized_shapes_round_to_the_nearest_pixel(self):
+        assert resized_shape(303, 200, 100) == (152, 100)  # 151.5 rounds up to the even 152, not down to 151
+        assert resized_shape(200, 305, 100) == (100, 152)  # 152.5 rounds to 152
+        assert resized_shape(40, 30, 100) == (40, 30)  # never enlarged
+
+    def test_each_stored_crop_keeps_its_own_label(self, tmp_path):
+        samples = []
+        for i in range(3):
+            path = tmp_path / f"p{i}.png"
+            Image.fromarray(np.full((12, 14, 3), 40 * i, np.uint8)).save(path)
+            samples.append((str(path), 2 - i))
+        dataset = StoreCropDataset(ResizedStore(build_resized_store(samples, tmp_path / "store", short_side=10)), 8)
+        assert [dataset[i][1] for i in range(3)] == [2, 1, 0]
