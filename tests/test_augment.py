@@ -197,8 +197,8 @@ def _images() -> torch.Tensor:
 
 
 class TestNormalisation:
-    """Normalisation on the device and its inverse for display: normalize_only is (x / 255 - mean) / std per channel, and
-    denormalize undoes it (clamped to [0, 1]) for a batch and for a single image."""
+    """Normalisation on the device and its inverse for display: normalize_only is (x / 255 - mean) / std per channel,
+    and denormalize undoes it (clamped to [0, 1]) for a batch and for a single image."""
 
     def test_normalize_only_is_the_per_channel_formula(self):
         images = _images()

@@ -172,9 +172,9 @@ IMAGES, LABELS = np.arange(2 * 3072, dtype=np.uint32).astype(np.uint8).reshape(2
 
 
 class TestRacesLinksAndFifos:
-    """The CIFAR-10 reader opens each file once, non-blocking, and checks the descriptor (so a FIFO put there right after
-    an existence check cannot block it, and /dev/zero is never read), and its writers go through a fresh scratch file
-    and one rename: a link planted at the destination is replaced, never written through, a FIFO there never blocks
+    """The CIFAR-10 reader opens each file once, non-blocking, and checks the descriptor (so a FIFO put there right
+    after an existence check cannot block it, and /dev/zero is never read), and its writers go through a fresh scratch
+    file and one rename: a link planted at the destination is replaced, never written through, a FIFO there never blocks
     them, and a reader sees the old file or the new one, never half."""
 
     def test_a_fifo_swapped_in_after_an_existence_check_cannot_block_the_read(self, tmp_path, monkeypatch):

@@ -374,8 +374,8 @@ class TestErrorPath:
 
     @pytest.mark.parametrize("error", [RuntimeError("CUDA out of memory"), KeyboardInterrupt()])
     def test_the_training_command_leaves_the_group_without_a_barrier_when_the_run_fails(self, monkeypatch, error):
-        """`python -m helpers.course.train` tells cleanup_distributed that the run failed (an error or Ctrl-C), and that it
-        did not when it returned."""
+        """`python -m helpers.course.train` tells cleanup_distributed that the run failed (an error or Ctrl-C), and that
+        it did not when it returned."""
         left: list[bool] = []
         recipe = types.SimpleNamespace(description="d", precision=types.SimpleNamespace(reason="r"), plan="p", data="x")
         monkeypatch.setattr(recipes, "prepare_cifar10", lambda **kwargs: None)

@@ -150,9 +150,9 @@ def _edit_keeping_size_and_time(path: str) -> None:
 
 class TestOneBuildOrAnError:
     """The resized store is one build or an error: a truncated pixels.u8 is refused and built again, a reader (a
-    DataLoader worker that maps lazily included) never serves one build's pixels through another build's index (even when
-    the two builds have the same sizes: the build identity at the end of pixels.u8 tells them apart), an index
-    of another build is refused, and an edit that keeps size and modification time is seen only with content=True."""
+    DataLoader worker that maps lazily included) never serves one build's pixels through another build's index (even
+    when the two builds have the same sizes: the build identity at the end of pixels.u8 tells them apart), an index of
+    another build is refused, and an edit that keeps size and modification time is seen only with content=True."""
 
     def test_a_truncated_store_is_refused_and_built_again(self, tmp_path):
         samples = _samples(tmp_path / "photos")
@@ -232,8 +232,8 @@ class TestOneBuildOrAnError:
 
 class TestStoreGoneBeforeMapping:
     """A reader whose store disappears before it maps the pixels (removed, or caught between the two renames of a
-    rebuild's publish, when the old folder is set aside and the new one not yet in place) gets a ResizedStoreError naming
-    the store and what to do, never a bare FileNotFoundError from a DataLoader worker."""
+    rebuild's publish, when the old folder is set aside and the new one not yet in place) gets a ResizedStoreError
+    naming the store and what to do, never a bare FileNotFoundError from a DataLoader worker."""
 
     def test_a_store_set_aside_before_the_pixels_are_mapped_is_named(self, tmp_path):
         (tmp_path / "photos").mkdir()

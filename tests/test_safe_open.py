@@ -338,8 +338,8 @@ def test_a_fifo_for_a_manifest_makes_the_writers_build_again_not_hang(tmp_path):
 
 
 class TestModesAndChecks:
-    """safe_open's modes do what the built-in open's do on a regular file (a rewrite leaves only the new bytes, an append
-    keeps the old ones), and check_regular refuses a link even when it points at a regular file."""
+    """safe_open's modes do what the built-in open's do on a regular file (a rewrite leaves only the new bytes, an
+    append keeps the old ones), and check_regular refuses a link even when it points at a regular file."""
 
     def test_writing_over_a_longer_file_leaves_only_the_new_bytes(self, tmp_path):
         path = tmp_path / "data.bin"

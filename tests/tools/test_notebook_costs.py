@@ -152,7 +152,8 @@ The home: the run above (`make course`, old run), the last measured run.
 
 
 class TestOneRunIntoTheTableAndTheQuotes:
-    """tools/notebook_costs.py writes one run's minutes into results/cpu-run.md's table and the notebooks' quotes alike."""
+    """tools/notebook_costs.py writes one run's minutes into results/cpu-run.md's table and the notebooks' quotes
+    alike."""
 
     def test_the_readme_table_and_description_take_the_runs_numbers(self):
         runs = {"runs": [{"name": "00_setup", "seconds": 3.6}, {"name": "01_naive", "seconds": 130.2}]}
