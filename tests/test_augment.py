@@ -126,8 +126,8 @@ def _flipped_share(op: torch.nn.Module, images: torch.Tensor) -> float:
 
 
 class TestFlipShare:
-    """Augmentation details the main tests leave open: the crop's flip probability is the one asked for (at every p,
-    not only at 0.5 where a reversed comparison gives the same share)."""
+    """The crop's and the flip's share of flipped samples is the probability asked for (at every p, not only at 0.5
+    where a reversed comparison gives the same share)."""
 
     @pytest.mark.parametrize(("p", "low", "high"), [(1.0, 1.0, 1.0), (0.2, 0.12, 0.28), (0.0, 0.0, 0.0)])
     def test_the_crop_flips_the_share_of_samples_it_is_asked_to(self, p, low, high):

@@ -264,8 +264,8 @@ def test_the_scratch_file_does_not_follow_a_planted_link(tmp_path):
 
 
 class TestWhatLoadingChecks:
-    """Checkpoint details beyond the crash tests: loading refuses pickled code (weights_only), a setting only this run
-    has is a difference too, and checking saved RNG states leaves the current ones untouched."""
+    """Loading refuses pickled code (weights_only), a setting only this run has is a difference too, checking saved
+    RNG states leaves the current ones untouched, and the CUDA generators are saved where CUDA is available."""
 
     def test_a_checkpoint_holding_pickled_objects_is_refused(self, tmp_path):
         path = tmp_path / "last.pt"

@@ -286,8 +286,9 @@ def _fp16_step(model, **options):
 
 
 class TestStepDetails:
-    """What the training step promises beyond its main tests: the GradScaler only for fp16, channels_last on the inputs
-    the model sees as well as on its weights."""
+    """The GradScaler only for fp16, channels_last on the inputs the model sees as well as on its weights, fp16
+    gradients clipped once unscaled, the step's state saved whole, a NaN early in an accumulation group kept, the batch
+    transform run before the model, and the GAN step as the standard two-step update."""
 
     @pytest.mark.parametrize(("precision", "scaled"), [("fp32", False), ("bf16", False), ("fp16", True)])
     def test_only_fp16_uses_a_grad_scaler(self, precision, scaled):
