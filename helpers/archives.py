@@ -11,9 +11,10 @@ tarfile's quadratic pax parser (CVE-2024-6232, fixed in 3.10.15, 3.11.10, 3.12.6
 Example:
     >>> import io, tempfile
     >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     with tarfile.open(Path(tmp) / "data.tar.gz", "w:gz") as tar:
+    ...     archive = Path(tmp) / "data.tar.gz"
+    ...     with tarfile.open(archive, "w:gz") as tar:
     ...         tar.addfile(tarfile.TarInfo("data/empty.txt"), io.BytesIO())
-    ...     print(file_kind(Path(tmp) / "data.tar.gz"), os.listdir(extract_into(Path(tmp) / "data.tar.gz", tmp, "data")))
+    ...     print(file_kind(archive), os.listdir(extract_into(archive, tmp, "data")))  # checked, then published whole
     gzip ['empty.txt']
 
 Copy with: tar_scan.py (the pre-scan, file kinds, limits), safe_open.py (regular files only) and atomic.py (the
