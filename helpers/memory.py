@@ -1,6 +1,14 @@
 """Memory readings for measurements: this process's peak and current resident set size, the device's peak and
 current allocation, and the memory free for new tensors.
 
+Example:
+    >>> cpu = torch.device("cpu")
+    >>> peak_device_memory_bytes(cpu), allocated_device_memory_bytes(cpu)  # the CUDA allocator's counters
+    (None, None)
+    >>> rss, peak = current_rss_bytes(), peak_rss_bytes()  # bytes (None where the system does not say)
+    >>> rss is None or peak >= rss
+    True
+
 Copy alone.
 Needs: torch.
 """

@@ -1,9 +1,11 @@
-"""The package's two layers: library modules copy one at a time (each imports only the siblings its docstring names),
-the library never imports the course layer, and imports sit at module level except optional dependencies."""
+"""The package's two layers: library modules copy one at a time (each imports only the siblings its docstring names,
+and shows its use in an example that runs), the library never imports the course layer, and imports sit at module
+level except optional dependencies."""
 
 from __future__ import annotations
 
 import ast
+import doctest
 import re
 from pathlib import Path
 
@@ -131,3 +133,19 @@ def test_library_reads_no_course_settings(path):
     source = path.read_text(encoding="utf-8")
     assert "COURSE_" not in source, f"{path.name}: COURSE_* settings are the course's"
     assert "resolve_profile" not in source and "PROFILE" not in source, f"{path.name}: profiles are the course's"
+
+
+def docstring_examples(path: Path) -> list[doctest.Example]:
+    """The `>>>` examples of a module's docstring, as doctest reads them."""
+    return doctest.DocTestParser().get_examples(ast.get_docstring(_tree(path)) or "")
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.name)
+def test_library_module_docstring_shows_its_use_in_an_example_that_runs(path):
+    """`make test` runs these (pytest --doctest-modules over helpers/). They use the module's own names, not the
+    package's, so that a copy of the file, in a package of any name, carries a usage that still runs."""
+    examples = docstring_examples(path)
+    assert examples, f"{path.name}: its docstring has no `>>>` example of its use"
+    assert any(example.want for example in examples), f"{path.name}: no example shows the output it checks"
+    imports = [e.source.strip() for e in examples if re.search(r"\b(from|import)\s+(helpers|\.)", e.source)]
+    assert not imports, f"{path.name}: the example imports the package ({imports}); use the module's own names"
