@@ -15,6 +15,8 @@ Needs: torch.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 try:
@@ -52,7 +54,8 @@ def peak_rss_bytes() -> int | None:
         return peak
     if resource is None:
         return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # macOS reports bytes, Linux and the BSDs KiB
 
 
 def reset_peak_device_memory(device: torch.device) -> None:
