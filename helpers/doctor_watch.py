@@ -86,6 +86,11 @@ def _clone(batch: Any) -> Any:
     return batch
 
 
+def _same_dataset(loader: Any, train: Any) -> bool:
+    dataset = getattr(loader, "dataset", None)
+    return dataset is not None and dataset is getattr(train, "dataset", None)
+
+
 class Watch:
     """Times your loop's DataLoader batches and optimizer steps while open (see the module's docstring); `budget_s`
     buys steps per block from the warm-up's step time (`steps` fixes them), at least MINIMUM_STEPS, said up front
@@ -187,6 +192,8 @@ class Watch:
             raise DoctorStop(self._stop_reason())
         self._iterators.add(iterator)
         key = self._loader_of.get(iterator, iterator)
+        if self._train is not None and key is not self._train and _same_dataset(key, self._train):
+            self._train = key  # a new DataLoader over the training set: the loop builds its loader each epoch
         ours = self._train is None or key is self._train
         synchronize(self.device)  # the step's queued device work belongs to the interval it closes
         start = clock()
