@@ -22,7 +22,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 .PHONY: course test test-gpu gpu-rehearsal test-lab test-colab test-versions lab env sync-notebooks clean lint
 
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
-	$(BIN)/python -m helpers.course.report --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
+	$(BIN)/python -m helpers.course.runner --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
 
 test: $(STAMP)  ## unit tests of helpers + the examples in helpers' docstrings (doctests) + nbval over every notebook in the smoke profile, offline
 	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks helpers --doctest-modules \

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import recipes
+from helpers.course import recipe_run
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_S = 60  # both ranks gone this long after both joined the group, or the test fails (and kills them)
@@ -84,22 +84,22 @@ def test_the_training_command_leaves_the_group_without_a_barrier_when_the_run_fa
     did not when it returned."""
     left: list[bool] = []
     recipe = types.SimpleNamespace(description="d", precision=types.SimpleNamespace(reason="r"), plan="p", data="x")
-    monkeypatch.setattr(recipes, "prepare_cifar10", lambda **kwargs: None)
-    monkeypatch.setattr(recipes, "cifar_recipe", lambda *args, **kwargs: recipe)
-    monkeypatch.setattr(recipes, "cleanup_distributed", lambda *, failed=False: left.append(failed))
+    monkeypatch.setattr(recipe_run, "prepare_cifar10", lambda **kwargs: None)
+    monkeypatch.setattr(recipe_run, "cifar_recipe", lambda *args, **kwargs: recipe)
+    monkeypatch.setattr(recipe_run, "cleanup_distributed", lambda *, failed=False: left.append(failed))
 
     def failing_run(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(recipes, "run_recipe", failing_run)
+    monkeypatch.setattr(recipe_run, "run_recipe", failing_run)
     if isinstance(error, KeyboardInterrupt):
-        assert recipes.main(["cifar", "--profile", "smoke"]) == 130
+        assert recipe_run.main(["cifar", "--profile", "smoke"]) == 130
     else:
         with pytest.raises(RuntimeError, match="out of memory"):
-            recipes.main(["cifar", "--profile", "smoke"])
+            recipe_run.main(["cifar", "--profile", "smoke"])
     assert left == [True]
-    monkeypatch.setattr(recipes, "run_recipe", lambda *args, **kwargs: [{}])
-    monkeypatch.setattr(recipes, "run_summary", lambda history, recipe: "")
-    monkeypatch.setattr(recipes, "result_sentence", lambda record, task: "")
-    assert recipes.main(["cifar", "--profile", "smoke"]) == 0
+    monkeypatch.setattr(recipe_run, "run_recipe", lambda *args, **kwargs: [{}])
+    monkeypatch.setattr(recipe_run, "run_summary", lambda history, recipe: "")
+    monkeypatch.setattr(recipe_run, "result_sentence", lambda record, task: "")
+    assert recipe_run.main(["cifar", "--profile", "smoke"]) == 0
     assert left == [True, False]
