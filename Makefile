@@ -22,10 +22,10 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 .PHONY: course test test-gpu gpu-rehearsal test-lab test-colab test-versions lab env sync-notebooks clean lint
 
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
-	$(BIN)/python -m helpers.course.report --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
+	$(BIN)/python -m helpers.course.runner --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
 
-test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smoke profile, offline
-	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
+test: $(STAMP)  ## unit tests of helpers + the examples in helpers' docstrings (doctests) + nbval over every notebook in the smoke profile, offline
+	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks helpers --doctest-modules \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
 
 lint: $(STAMP)  ## ruff (the lint rules and the format) over the tree, and mypy over helpers/ ([tool.ruff], [tool.mypy])
@@ -48,9 +48,9 @@ lab: $(STAMP)  ## JupyterLab with this environment's kernel, at the repository r
 sync-notebooks: $(STAMP)  ## write the Colab badge and setup cell into every notebook from COURSE_REPOSITORY
 	$(BIN)/python tools/sync_notebooks.py
 
-test-gpu: $(GPU_STAMP)  ## on a GPU machine, with the GPU runner's pins (constraints/gpu-runner-*.txt): the unit tests with the CUDA ones required (not skipped) + nbval over every notebook, smoke profile, CUDA visible
-	COURSE_REQUIRE_CUDA=1 COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
-		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
+test-gpu: $(GPU_STAMP)  ## on a GPU machine, with the GPU runner's pins (constraints/gpu-runner-*.txt): the unit tests with the CUDA ones required (not skipped) + the docstring examples + nbval over every notebook, smoke profile, CUDA visible
+	COURSE_REQUIRE_CUDA=1 COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks helpers \
+		--doctest-modules --nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
 
 gpu-rehearsal: $(STAMP)  ## the GPU check (tools/gpu_check.sh) rehearsed on this machine's CPU: every step runs, CUDA ones count as skipped; summary in reports/gpu-rehearsal/
 	PYTHON=$(BIN)/python tools/gpu_check.sh reports/gpu-rehearsal --rehearsal

@@ -11,10 +11,16 @@ measured two ways, and each report says which:
   against the same step on pre-made batches (a script defining `make_loader()` and `make_step()` gets this from the
   command line).
 
-    from helpers.doctor import diagnose, watch
-    print(diagnose(loader, step))            # loader: any iterable of batches; step: a TrainStep or f(batch)
+Both train the model they measure (see `diagnose`). The loader is any iterable of batches; the step a TrainStep, any
+f(inputs, targets) or f(batch).
 
-Both train the model they measure (see `diagnose`).
+Example:
+    >>> data = torch.utils.data.TensorDataset(torch.randn(64, 3), torch.randint(0, 2, (64,)))
+    >>> model = torch.nn.Linear(3, 2)
+    >>> def step(inputs, targets): torch.nn.functional.cross_entropy(model(inputs), targets).backward()
+    >>> diagnosis = diagnose(torch.utils.data.DataLoader(data, batch_size=8), step, steps=4, blocks=2, notify=None)
+    >>> diagnosis.method, diagnosis.trained_steps  # print(diagnosis): the verdict, how sure, what to try
+    ('a controlled comparison, diagnose(loader, step)', 22)
 
 Copy with: diagnosis.py (the report) with bottleneck.py, doctor_advice.py, pipeline_facts.py, env.py, loadmeter.py,
 measure.py, memory.py, pipeline_result.py and safe_open.py; doctor_watch.py (your own loop, watched).

@@ -1,6 +1,7 @@
 """Copy tests: every piece the notebooks' "What to copy" bullets and docs/library.md's library table name, copied with
 exactly the files they name into a folder outside the repository and run there, in a Python that sees only torch,
-torchvision, numpy and pillow plus the packages the copied modules' docstrings list after "Needs:".
+torchvision, numpy and pillow plus the packages the copied modules' docstrings list after "Needs:". Each README row's
+module runs its docstring's examples there too: the usage a reader copies with the file works in the copy.
 
 The isolation is a site-packages view: a temporary folder of links to exactly those distributions' top-level
 packages and their own dependencies (read from the installed metadata), put on the path of `python -I -S`, so that
@@ -308,15 +309,27 @@ def needs_of(modules: list[str]) -> set[str]:
     return found - set(BASE)  # the base packages are in every view
 
 
-def import_code(package: str, modules: list[str], names: list[str]) -> str:
-    """Import every module of the copy, and check each backticked name that a module defines is there."""
+def import_code(package: str, modules: list[str], names: list[str], *, examples: bool = False) -> str:
+    """Import every module of the copy, and check each backticked name that a module defines is there (`examples`:
+    and that every module's docstring examples run in the copy)."""
     defined = [n for n in names if any(hasattr(__import__(f"helpers.{m}", fromlist=["_"]), n) for m in modules)]
-    return textwrap.dedent(f"""
+    code = textwrap.dedent(f"""
         import importlib
         copies = [importlib.import_module("{package}." + m) for m in {modules!r}]
         missing = [n for n in {defined!r} if not any(hasattr(c, n) for c in copies)]
         assert not missing, f"not in the copy: {{missing}}"
     """)
+    return code + (EXAMPLES_RUN if examples else "")
+
+
+EXAMPLES_RUN = textwrap.dedent("""
+    import doctest
+    for copy in copies:
+        runner, report = doctest.DocTestRunner(), []
+        for test in doctest.DocTestFinder().find(copy):
+            runner.run(test, out=report.append)
+        assert runner.tries and not runner.failures, f"{copy.__name__}'s docstring examples: " + "".join(report)
+""")
 
 
 def all_cases() -> list[dict]:
@@ -341,7 +354,7 @@ def all_cases() -> list[dict]:
                 "package": package,
                 "files": [f"{m}.py" for m in {module, *siblings}],
                 "needs": sorted(needs_of([module])),
-                "code": import_code(package, [module], []),
+                "code": import_code(package, [module], [], examples=True),
             }
         )
     for module, code in sorted(EXAMPLES.items()):

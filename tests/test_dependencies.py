@@ -152,7 +152,8 @@ def test_the_course_install_pulls_in_no_jupyter_server():
 
 
 def test_what_the_notebooks_and_helpers_import_is_in_the_course_extra():
-    runner = {ROOT / "helpers" / "course" / "report.py"}  # the course runner: its packages are the `jupyter` extra
+    # the course runner and its report: their packages are the `jupyter` extra
+    runner = {ROOT / "helpers" / "course" / name for name in ("runner.py", "report.py")}
     sources = [p.read_text(encoding="utf-8") for p in (ROOT / "helpers").rglob("*.py") if p not in runner]
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         notebook = nbformat.read(path, as_version=4)

@@ -22,7 +22,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 import helpers.distributed as distributed_module
 from helpers.augment import cifar_train_augment
-from helpers.course import recipes
+from helpers.course import recipe_run
 from helpers.distributed import (
     DistributedContext,
     all_reduce_sum,
@@ -378,22 +378,22 @@ class TestErrorPath:
         it did not when it returned."""
         left: list[bool] = []
         recipe = types.SimpleNamespace(description="d", precision=types.SimpleNamespace(reason="r"), plan="p", data="x")
-        monkeypatch.setattr(recipes, "prepare_cifar10", lambda **kwargs: None)
-        monkeypatch.setattr(recipes, "cifar_recipe", lambda *args, **kwargs: recipe)
-        monkeypatch.setattr(recipes, "cleanup_distributed", lambda *, failed=False: left.append(failed))
+        monkeypatch.setattr(recipe_run, "prepare_cifar10", lambda **kwargs: None)
+        monkeypatch.setattr(recipe_run, "cifar_recipe", lambda *args, **kwargs: recipe)
+        monkeypatch.setattr(recipe_run, "cleanup_distributed", lambda *, failed=False: left.append(failed))
 
         def failing_run(*args, **kwargs):
             raise error
 
-        monkeypatch.setattr(recipes, "run_recipe", failing_run)
+        monkeypatch.setattr(recipe_run, "run_recipe", failing_run)
         if isinstance(error, KeyboardInterrupt):
-            assert recipes.main(["cifar", "--profile", "smoke"]) == 130
+            assert recipe_run.main(["cifar", "--profile", "smoke"]) == 130
         else:
             with pytest.raises(RuntimeError, match="out of memory"):
-                recipes.main(["cifar", "--profile", "smoke"])
+                recipe_run.main(["cifar", "--profile", "smoke"])
         assert left == [True]
-        monkeypatch.setattr(recipes, "run_recipe", lambda *args, **kwargs: [{}])
-        monkeypatch.setattr(recipes, "run_summary", lambda history, recipe: "")
-        monkeypatch.setattr(recipes, "result_sentence", lambda record, task: "")
-        assert recipes.main(["cifar", "--profile", "smoke"]) == 0
+        monkeypatch.setattr(recipe_run, "run_recipe", lambda *args, **kwargs: [{}])
+        monkeypatch.setattr(recipe_run, "run_summary", lambda history, recipe: "")
+        monkeypatch.setattr(recipe_run, "result_sentence", lambda record, task: "")
+        assert recipe_run.main(["cifar", "--profile", "smoke"]) == 0
         assert left == [True, False]

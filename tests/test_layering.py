@@ -1,9 +1,11 @@
-"""The package's two layers: library modules copy one at a time (each imports only the siblings its docstring names),
-the library never imports the course layer, and imports sit at module level except optional dependencies."""
+"""The package's two layers: library modules copy one at a time (each imports only the siblings its docstring names,
+and shows its use in an example that runs), the library never imports the course layer, and imports sit at module
+level except optional dependencies."""
 
 from __future__ import annotations
 
 import ast
+import doctest
 import re
 from pathlib import Path
 
@@ -13,12 +15,12 @@ HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 # Every module beside __init__.py is the library (what `pip install .` installs as feeding_the_gpu): the course's
 # command lines live in the course layer (`python -m helpers.course.train|bench`).
 LIBRARY = sorted(p for p in HELPERS.glob("*.py") if p.name != "__init__.py")
-COURSE = sorted((HELPERS / "course").glob("*.py"))
+COURSE = sorted((HELPERS / "course").rglob("*.py"))  # with its packages (helpers/course/verdicts/)
 # Imports allowed inside a function: optional dependencies that most users do not have, and (per module) packages
 # that only one function of a library module needs, so that copying the module does not require them.
 OPTIONAL_IMPORTS = {"nvidia.dali", "cv2"}  # cv2: lesson 05 measures OpenCV's resize where OpenCV is installed
 OPTIONAL_IN = {"sr_data.py": {"kornia.augmentation"}, "timeline.py": {"pynvml"}}
-LIBRARY_LINES = 400  # a library module past this should be split by concern
+MODULE_LINES = 400  # a module of the library or of the course past this should be split by concern
 LIBRARY_FUNCTION_LINES = 60  # ... and a function past this by job (or say in a comment why it is one piece)
 
 
@@ -83,9 +85,10 @@ def test_the_library_and_the_course_exist():
         "distributed",
         "measure",
     } <= names
-    assert {"profiles", "data", "standins", "baselines", "ladders", "recipes", "plots", "report"} <= {
+    assert {"profiles", "data", "standins", "baselines", "ladder", "recipes", "plots", "runner", "report"} <= {
         p.stem for p in COURSE
     }
+    assert {"text", "ladder", "mixed_precision"} <= {p.stem for p in COURSE if p.parent.name == "verdicts"}
 
 
 @pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.name)
@@ -117,7 +120,7 @@ def test_imports_sit_at_module_level(path):
 @pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.name)
 def test_library_modules_are_short_and_their_functions_shorter(path):
     source = path.read_text(encoding="utf-8")
-    assert len(source.splitlines()) <= LIBRARY_LINES, f"{path.name}: over {LIBRARY_LINES} lines; split it by concern"
+    assert len(source.splitlines()) <= MODULE_LINES, f"{path.name}: over {MODULE_LINES} lines; split it by concern"
     lines = source.splitlines()
     for node in ast.walk(_tree(path)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -126,8 +129,32 @@ def test_library_modules_are_short_and_their_functions_shorter(path):
             assert length <= LIBRARY_FUNCTION_LINES or reason, f"{path.name}: {node.name} is {length} lines"
 
 
+@pytest.mark.parametrize("path", COURSE, ids=lambda p: p.relative_to(HELPERS).as_posix())
+def test_course_modules_are_short(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MODULE_LINES, (
+        f"{path.relative_to(HELPERS)}: {lines} lines, over {MODULE_LINES}; split it by concern"
+    )
+
+
 @pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.name)
 def test_library_reads_no_course_settings(path):
     source = path.read_text(encoding="utf-8")
     assert "COURSE_" not in source, f"{path.name}: COURSE_* settings are the course's"
     assert "resolve_profile" not in source and "PROFILE" not in source, f"{path.name}: profiles are the course's"
+
+
+def docstring_examples(path: Path) -> list[doctest.Example]:
+    """The `>>>` examples of a module's docstring, as doctest reads them."""
+    return doctest.DocTestParser().get_examples(ast.get_docstring(_tree(path)) or "")
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.name)
+def test_library_module_docstring_shows_its_use_in_an_example_that_runs(path):
+    """`make test` runs these (pytest --doctest-modules over helpers/). They use the module's own names, not the
+    package's, so that a copy of the file, in a package of any name, carries a usage that still runs."""
+    examples = docstring_examples(path)
+    assert examples, f"{path.name}: its docstring has no `>>>` example of its use"
+    assert any(example.want for example in examples), f"{path.name}: no example shows the output it checks"
+    imports = [e.source.strip() for e in examples if re.search(r"\b(from|import)\s+(helpers|\.)", e.source)]
+    assert not imports, f"{path.name}: the example imports the package ({imports}); use the module's own names"

@@ -27,3 +27,16 @@ def test_the_peak_resident_size_is_vm_hwm_in_bytes():
     del big
     assert peak_rss_bytes() - _kib("/proc/self/status", "VmRSS") * 1024 > 2**27
     assert peak_rss_bytes() == pytest.approx(_kib("/proc/self/status", "VmHWM") * 1024, abs=2**24)
+
+
+@pytest.mark.parametrize(("platform", "factor"), [("linux", 1024), ("darwin", 1)])
+def test_the_fallback_peak_reads_ru_maxrss_in_the_platforms_unit(monkeypatch, platform, factor):
+    import types
+
+    from helpers import memory
+
+    monkeypatch.setattr(memory, "_proc_bytes", lambda path, key: None)  # no /proc: the getrusage fallback
+    monkeypatch.setattr(memory.sys, "platform", platform)
+    usage = types.SimpleNamespace(ru_maxrss=5000)
+    monkeypatch.setattr(memory, "resource", types.SimpleNamespace(RUSAGE_SELF=0, getrusage=lambda who: usage))
+    assert memory.peak_rss_bytes() == 5000 * factor  # KiB on Linux and the BSDs, bytes on macOS

@@ -15,8 +15,8 @@ from torch import nn
 from helpers import precision as precision_module
 from helpers import step as step_module
 from helpers.checkpoint import load_checkpoint, rng_states, set_rng_states
-from helpers.course import recipes as recipes_module
-from helpers.course.recipes import main
+from helpers.course import recipe_run
+from helpers.course.recipe_run import main
 from helpers.loading import DeviceTensorLoader
 from helpers.step import TrainStep
 from helpers.trainer import CHECKPOINT_NAME, TrainState, restore, save_training_state
@@ -88,7 +88,7 @@ def test_the_cli_resumed_mid_run_equals_an_uninterrupted_run(tmp_path, monkeypat
     assert main([task, "--profile", "smoke", "--checkpoint-dir", str(whole)]) == 0
 
     calls = {"n": 0, "training": False}
-    original, run = TrainStep.__call__, recipes_module.run_recipe
+    original, run = TrainStep.__call__, recipe_run.run_recipe
 
     def interrupted(self, *args, **kwargs):
         # only the training's steps count: the recipe's calibration before it takes a number of steps that
@@ -106,12 +106,12 @@ def test_the_cli_resumed_mid_run_equals_an_uninterrupted_run(tmp_path, monkeypat
             calls["training"] = False
 
     monkeypatch.setattr(TrainStep, "__call__", interrupted)
-    monkeypatch.setattr(recipes_module, "run_recipe", training)
+    monkeypatch.setattr(recipe_run, "run_recipe", training)
     assert main([task, "--profile", "smoke", "--checkpoint-dir", str(parts)]) == 130
     saved = load_checkpoint(parts / CHECKPOINT_NAME)
     assert saved["step"]["micro_batches"] == interrupt_at  # it really stopped mid-run
     monkeypatch.setattr(TrainStep, "__call__", original)
-    monkeypatch.setattr(recipes_module, "run_recipe", run)
+    monkeypatch.setattr(recipe_run, "run_recipe", run)
     assert main([task, "--profile", "smoke", "--checkpoint-dir", str(parts), "--resume"]) == 0
 
     expected, got = _parameters(whole), _parameters(parts)

@@ -2,9 +2,10 @@
 
 For each stack (a constraints file in constraints/, which names its Python in a `# python: X.Y` line) it builds a
 fresh virtual environment, installs the stack's pinned versions and the course (`-e .[course,jupyter,test]`, the
-pins kept), then runs what `make test` runs there: the unit tests and nbval over every notebook in the smoke profile,
-offline, with tools/nb_warnings.py failing any notebook cell whose output shows a deprecation warning. One line per
-stack: `versions STACK (Python, torch, ...): pytest's summary; install and test minutes`.
+pins kept), then runs what `make test` runs there: the unit tests, the library's docstring examples and nbval over
+every notebook in the smoke profile, offline, with tools/nb_warnings.py failing any notebook cell whose output shows
+a deprecation warning. One line per stack: `versions STACK (Python, torch, ...): pytest's summary; install and test
+minutes`.
 
     python tools/versions.py [--stack NAME ...] [--venvs DIR] [--reuse] [-- extra pytest arguments]
     python tools/versions.py --check-pins CONSTRAINTS   this Python's packages against a stack's pins (make test-gpu)
@@ -145,6 +146,8 @@ def run_tests(venv: Path, log: Path, extra: list[str]) -> tuple[int, str]:
         "pytest",
         "tests",
         "notebooks",
+        "helpers",
+        "--doctest-modules",
         "--nbval-lax",
         "--nbval-current-env",
         "--nbval-cell-timeout=600",

@@ -1,5 +1,6 @@
 """The traditional pipelines the lessons measure against: the SR post's pre-upscaled files and float tensors, the
-CIFAR post's per-sample PIL transforms at 224 px, and the ImageFolder of PNGs those posts read."""
+CIFAR post's per-sample PIL transforms at 224 px, and the ImageFolder of PNGs those posts read; and the memory the
+traditional SR stores hold against the uint8 cache (01)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from PIL import Image
@@ -16,6 +18,7 @@ from torchvision import transforms
 from ..atomic import build_once
 from ..augment import CIFAR10_MEAN, CIFAR10_STD
 from ..images import check_crop_fits, load_rgb_image, to_float_tensor
+from ..sr_cache import PIXEL_BYTES, DecodedSRCache
 from ..sr_data import SeededDataset, check_sr_geometry, list_images, mod_crop
 
 # --- super-resolution: the traditional way -------------------------------------------------------------------------
@@ -117,6 +120,28 @@ class InMemoryNaiveSRDataset(SeededDataset):
         x, y = self._origin(hr.shape[2], hr.shape[1], self.hr_crop, self.scale, self._generator())
         window = (slice(None), slice(y, y + self.hr_crop), slice(x, x + self.hr_crop))
         return self.inputs[index][window].clone(), hr[window].clone()
+
+
+def sr_memory_by_scale(paths: list[Path], scales: tuple[int, ...] = (2, 3, 4)) -> list[dict[str, Any]]:
+    """Bytes held by the traditional in-memory stores (float32 upscaled LR + HR) and by the uint8 cache, per scale."""
+    rows = []
+    for scale in scales:
+        traditional = InMemoryNaiveSRDataset(paths, scale=scale, hr_crop=scale)
+        cache = DecodedSRCache(paths, scale=scale)
+        input_bytes = sum(t.numel() * t.element_size() for t in traditional.inputs)
+        rows.append(
+            {
+                "scale": scale,
+                "images": len(paths),
+                "traditional_mib": traditional.nbytes / 2**20,
+                "cache_mib": cache.nbytes / 2**20,
+                "total_ratio": traditional.nbytes / cache.nbytes,
+                # model inputs: float32 RGB at HR size against the LR's uint8 RGB bytes (padding not counted)
+                "input_ratio": input_bytes / (cache.lr_total * 3 // PIXEL_BYTES),
+            }
+        )
+        del traditional, cache
+    return rows
 
 
 # --- classification: the CIFAR post's pipeline --------------------------------------------------------------------

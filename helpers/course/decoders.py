@@ -14,7 +14,7 @@ from torchvision.io import decode_jpeg, read_file
 from ..images import load_rgb_image
 from ..loadmeter import LoadMeter
 from ..precision import interleaved_times
-from .verdicts import cores_used
+from .verdicts.text import cores_used
 
 # a decoder to time: its name, what one pass includes, and the pass
 Decoder = tuple[str, str, Callable[[], Any]]

@@ -31,7 +31,8 @@ from ..models import build_model, describe_model
 from ..resized_store import ResizedStore, StoreCropDataset
 from ..shards import sample_label, shard_dataset
 from .data import data_root
-from .ladders import LadderRun, Rung, classification_train_step, run_ladder
+from .ladder import LadderRun, Rung, run_ladder
+from .ladder_steps import classification_train_step
 from .profiles import Profile
 from .standins import CIFAR_STANDIN_CLASSES, skimage_photo
 

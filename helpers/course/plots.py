@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .verdicts import efficiency_cell
+from .verdicts.text import efficiency_cell
 
 
 def _as_hwc(image: np.ndarray | Image.Image | torch.Tensor) -> np.ndarray:

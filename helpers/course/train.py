@@ -1,6 +1,6 @@
-"""Entry point: `python -m helpers.course.train sr|cifar` trains the course's models (the code is recipes.py)."""
+"""Entry point: `python -m helpers.course.train sr|cifar` trains the course's models (the code is recipe_run.py)."""
 
-from helpers.course.recipes import main
+from helpers.course.recipe_run import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -9,7 +9,7 @@ import torch
 from skimage import data as skdata
 
 from helpers.course.claims import resize_rows
-from helpers.course.verdicts import allocator_verdict, amp_memory_verdict, resize_verdict
+from helpers.course.verdicts.train_super_resolution import allocator_verdict, amp_memory_verdict, resize_verdict
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,12 @@ the table says what each rate includes, its range, and when the machine was busy
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+from PIL import Image
 
 from helpers import precision
-from helpers.course.decoders import _interleaved, decode_table
+from helpers.course.decoders import _interleaved, decode_table, jpeg_decode_benchmark
 from helpers.loadmeter import LoadMeter
 
 
@@ -113,3 +115,16 @@ def test_dali_runs_one_batch_at_a_time_when_asked_not_ahead_in_the_background(mo
     assert name.startswith("NVIDIA DALI") and run() == "outputs"
     (options,) = made
     assert (options["prefetch_queue_depth"], options["exec_pipelined"], options["exec_async"]) == (1, False, False)
+
+
+def test_jpeg_decode_benchmark_measures_cpu_decoders_and_explains_skips(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"{i}.jpg"
+        Image.fromarray(rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)).save(path)
+        paths.append(path)
+    rows = jpeg_decode_benchmark(paths, torch.device("cpu"), repeats=1)
+    assert rows[0]["images_per_s"] > 0 and rows[1]["images_per_s"] > 0
+    skipped = [r for r in rows if r["images_per_s"] is None]
+    assert skipped and all(r["note"].startswith("skipped:") for r in skipped)

@@ -10,8 +10,8 @@ import pytest
 
 from helpers.course import display as course_display
 from helpers.course.display import COURSE_STYLE, announce, rows_to_markdown, show_table, use_course_style
-from helpers.course.report import execute_notebook
 from helpers.course.results import RESULTS_ENV_VAR, read_results, record_result
+from helpers.course.runner import execute_notebook
 
 ROWS = [
     {"rung": "lazy crop", "samples/s": 664.2, "efficiency": 0.4321, "workers": 2},

@@ -19,7 +19,7 @@ from helpers.course.folders import (
 from helpers.course.profiles import PROFILES
 from helpers.course.sr_formats import MARKER, png_copies, same_pixels
 from helpers.course.standins import CIFAR_STANDIN_CLASSES
-from helpers.course.verdicts import folder_rung_verdicts, storage_verdict
+from helpers.course.verdicts.your_own_images import folder_rung_verdicts, storage_verdict
 
 
 def test_the_standin_is_an_image_folder_of_photo_sized_jpegs_written_once(tmp_path):
@@ -48,7 +48,7 @@ def test_profiles_size_the_lesson_as_the_issue_asks():
 
 
 def _row(name: str, rate: float, low: float, high: float, role: str = "") -> dict:
-    """A ladder row with the keys run_ladder writes (helpers.course.ladders._row)."""
+    """A ladder row with the keys run_ladder writes (helpers.course.ladder._row)."""
     return {
         "name": name,
         "role": role,

@@ -4,7 +4,7 @@ straggler, and the verdict reads ranges like for like."""
 from __future__ import annotations
 
 from helpers.course.overlap import in_order_rows
-from helpers.course.verdicts import rows_against_first_verdict
+from helpers.course.verdicts.gpu_augmentation import rows_against_first_verdict
 
 
 def test_in_order_false_hands_over_the_fast_workers_batches_first():

@@ -3,7 +3,7 @@ called within the noise, and the precision choice printed is the one made from t
 
 from __future__ import annotations
 
-from helpers.course import verdicts
+from helpers.course.verdicts.mixed_precision import channels_last_verdict, precision_verdict
 from helpers.precision import choose_precision
 
 
@@ -20,7 +20,7 @@ def test_precision_verdict_gives_the_ratio_interval_and_the_choice_from_the_same
         }
         for p in times
     ]
-    text = verdicts.precision_verdict(results, device="cpu", choice=choice)
+    text = precision_verdict(results, device="cpu", choice=choice)
     assert "bf16 0.91x (less) the fp32 step time (range 0.69–1.20x; within the noise)" in text
     assert (
         "The fastest median step was bf16 (10.0 ms), but its range overlaps fp32's: this measurement cannot tell "
@@ -31,16 +31,12 @@ def test_precision_verdict_gives_the_ratio_interval_and_the_choice_from_the_same
 
 
 def test_channels_last_verdict_with_ranges_says_within_the_noise_only_when_they_overlap():
-    clear = verdicts.channels_last_verdict(
-        {("NCHW", "fp32"): [20.0, 21.0, 22.0], ("channels_last", "fp32"): [9.0, 10.0, 11.0]}
-    )
+    clear = channels_last_verdict({("NCHW", "fp32"): [20.0, 21.0, 22.0], ("channels_last", "fp32"): [9.0, 10.0, 11.0]})
     assert "NCHW step 2.1x the channels_last step (range 1.82–2.44x) (channels_last faster)" in clear
     assert "noise" not in clear
-    slower = verdicts.channels_last_verdict({("NCHW", "fp32"): [9.0, 9.5], ("channels_last", "fp32"): [12.0, 13.0]})
+    slower = channels_last_verdict({("NCHW", "fp32"): [9.0, 9.5], ("channels_last", "fp32"): [12.0, 13.0]})
     assert "(NCHW faster)" in slower and "channels_last faster" not in slower  # said plainly, either way round
-    noisy = verdicts.channels_last_verdict(
-        {("NCHW", "fp32"): [9.0, 12.0, 20.0], ("channels_last", "fp32"): [10.0, 11.0, 15.0]}
-    )
+    noisy = channels_last_verdict({("NCHW", "fp32"): [9.0, 12.0, 20.0], ("channels_last", "fp32"): [10.0, 11.0, 15.0]})
     assert "within the noise" in noisy and "cannot tell 'NCHW' and 'channels_last' apart" in noisy
     assert "the course keeps 'channels_last'" in noisy and "faster)" not in noisy
-    assert "1.3x the" in verdicts.channels_last_verdict({("NCHW", "fp32"): 13.0, ("channels_last", "fp32"): 10.0})
+    assert "1.3x the" in channels_last_verdict({("NCHW", "fp32"): 13.0, ("channels_last", "fp32"): 10.0})

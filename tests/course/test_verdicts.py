@@ -4,7 +4,25 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from helpers.course import verdicts
+from helpers.course.verdicts.gpu_augmentation import augmentation_claim_verdict, loader_pair_verdict
+from helpers.course.verdicts.ladder import ladder_verdict
+from helpers.course.verdicts.lazy_crop_dataset import (
+    decode_verdict,
+    file_format_verdict,
+    layout_verdict,
+    reopen_verdict,
+    seed_claim_verdict,
+    wait_verdict,
+)
+from helpers.course.verdicts.mixed_precision import channels_last_verdict, precision_verdict
+from helpers.course.verdicts.naive_loader import doctor_change_verdict, memory_verdict
+from helpers.course.verdicts.scaling_out import gan_verdict, rank_reads_verdict
+from helpers.course.verdicts.setup_and_data import census_verdict
+from helpers.course.verdicts.sweep import sweep_ladder_verdict, sweep_verdict
+from helpers.course.verdicts.text import cores_used, efficiency_cell, efficiency_text, ratio_text, ratio_with_range
+from helpers.course.verdicts.train_resnet18_cifar10 import accuracy_verdict, same_steps_verdict
+from helpers.course.verdicts.train_super_resolution import pipelines_claim_verdict, sr_verdict
+from helpers.course.verdicts.your_own_images import reduction_text
 
 
 def _sweep_row(workers, rate, runs=None, prefetch=2, threads=None, compute=None):
@@ -24,13 +42,13 @@ def _sweep_row(workers, rate, runs=None, prefetch=2, threads=None, compute=None)
 def test_sweep_verdict_reports_a_peak_past_the_core_count():
     # the contradiction a reader found: the best setting had 4 workers on 2 cores, and prose said "flattens at cores"
     rows = [_sweep_row(0, 12), _sweep_row(1, 30), _sweep_row(2, 55), _sweep_row(4, 61)]
-    text = verdicts.sweep_verdict(rows, cores=2)
+    text = sweep_verdict(rows, cores=2)
     assert "4 workers" in text and "more workers than cores" in text and "flatten" not in text
 
 
 def test_sweep_verdict_names_settings_within_the_noise():
     rows = [_sweep_row(0, 12, [11, 13]), _sweep_row(2, 55, [50, 60]), _sweep_row(4, 58, [52, 63])]
-    text = verdicts.sweep_verdict(rows, cores=2)
+    text = sweep_verdict(rows, cores=2)
     assert "within this machine's noise" in text and "fewest workers among them 2" in text
 
 
@@ -65,7 +83,7 @@ def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
         _sweep_row(2, 45, [44, 47], threads=1, compute=52.0),
     ]
     rows[4]["compute_runs"] = [50.0, 52.0, 55.0]  # every repeat's compute counts, not one median per setting
-    text = verdicts.sweep_verdict(rows, cores=2)
+    text = sweep_verdict(rows, cores=2)
     assert text.startswith("End to end") and "1 worker, 1 intra-op thread, prefetch 2: 50 samples/s" in text
     assert (
         "with 1 thread, 35.5 ms (35.0–36.0 over 2 runs) per step within the cores against 52.0 ms (50.0–55.0 over 3 "
@@ -77,15 +95,15 @@ def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
         "past them: one run each, so no range to tell them apart by" in text
     )
     rows[4]["compute_runs"] = [34.0, 52.0]
-    assert "past them: no different within the noise" in verdicts.sweep_verdict(rows, cores=2)
+    assert "past them: no different within the noise" in sweep_verdict(rows, cores=2)
 
 
 def test_sweep_verdict_tests_two_to_four_times_the_cores():
     fewer = [_sweep_row(0, 10, [9, 11]), _sweep_row(2, 50, [48, 52])]
-    assert "is not supported here: 2 workers" in verdicts.sweep_verdict(fewer + [_sweep_row(4, 30, [29, 31])], cores=2)
-    assert "is supported here: 8 workers" in verdicts.sweep_verdict(fewer + [_sweep_row(8, 70, [66, 72])], cores=2)
-    assert "is within the noise here" in verdicts.sweep_verdict(fewer + [_sweep_row(4, 51, [49, 53])], cores=2)
-    assert "is untested here: no setting had 4–8 workers" in verdicts.sweep_verdict(fewer, cores=2)
+    assert "is not supported here: 2 workers" in sweep_verdict(fewer + [_sweep_row(4, 30, [29, 31])], cores=2)
+    assert "is supported here: 8 workers" in sweep_verdict(fewer + [_sweep_row(8, 70, [66, 72])], cores=2)
+    assert "is within the noise here" in sweep_verdict(fewer + [_sweep_row(4, 51, [49, 53])], cores=2)
+    assert "is untested here: no setting had 4–8 workers" in sweep_verdict(fewer, cores=2)
 
 
 def test_sweep_and_ladder_agree_or_say_what_differs():
@@ -95,14 +113,14 @@ def test_sweep_and_ladder_agree_or_say_what_differs():
         {"name": "tuned", "fed_samples_per_s": 90, "rounds": 5, "steps_per_turn": 7},
     ]
     pairs = [("plain", {"num_workers": 0}), ("tuned", {"num_workers": 2, "prefetch_factor": 4})]
-    text = verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs, ladder_threads=2)
+    text = sweep_ladder_verdict(sweep, ladder, pairs=pairs, ladder_threads=2)
     assert (
         "'plain' 101 samples/s in the ladder against 100 samples/s (95–105)" in text
         and "agree within the noise" in text
     )
     assert "'tuned' 90 samples/s in the ladder against 60 samples/s (58–62) in the sweep" in text
     assert "What differs" in text and "ran with 1 intra-op thread(s) against the ladder's 2" in text
-    assert "What differs" not in verdicts.sweep_ladder_verdict(sweep, ladder, pairs=pairs[:1], ladder_threads=2)
+    assert "What differs" not in sweep_ladder_verdict(sweep, ladder, pairs=pairs[:1], ladder_threads=2)
 
 
 def test_ladder_verdict_compares_end_to_end_only_among_rungs_with_the_same_model():
@@ -111,7 +129,7 @@ def test_ladder_verdict_compares_end_to_end_only_among_rungs_with_the_same_model
         _ladder_row("lazy", 600, 151, 300, 0.50),
         _ladder_row("cache", 30000, 241, 250, 0.96),
     ]
-    text = verdicts.ladder_verdict(rows)
+    text = ladder_verdict(rows)
     # the efficient-looking traditional rung is not in it; the fastest is set against the next, not the slowest
     assert "'lazy' 151 (148–154), 'cache' 241 (236–246) samples/s" in text
     assert "the fastest, 'cache', against the next, 'lazy': 1.6x (range 1.53–1.66x)" in text
@@ -127,12 +145,12 @@ def test_every_ladder_ratio_carries_its_range_and_rows_are_found_by_role_not_pos
         _ladder_row("cache", 30000, 241, 250, 0.96),
         _ladder_row("traditional", 100, 12, 14, 0.89, note="HR-size inputs", role="seed post"),
     ]
-    text = verdicts.ladder_verdict(rows)
+    text = ladder_verdict(rows)
     assert text.startswith("Loader alone, against 'traditional':")  # the seed post, wherever it stands
     for ratio in ("6.0x", "300.0x", "1.6x"):
         assert f"{ratio} (range " in text, ratio
     try:
-        verdicts.ladder_verdict(rows, first="native size")
+        ladder_verdict(rows, first="native size")
     except KeyError as error:
         assert "native size" in str(error) and "seed post" in str(error)
     else:
@@ -145,7 +163,7 @@ def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
         _ladder_row("memory", 150, 13, 14, 0.9, note="HR-size inputs", role="in memory"),
         _ladder_row("lazy", 600, 151, 300, 0.50, role="lazy crop"),
     ]
-    text = verdicts.seed_claim_verdict(rows, claimed_before=18, claimed_after=25)
+    text = seed_claim_verdict(rows, claimed_before=18, claimed_after=25)
     assert "12.6x (range" in text and "1.4x" in text and "these two mix loader and model" in text
     # like for like first: the loaders alone (600/100); then efficiency and end to end, which mix loader and model
     # (the efficiency is not inside the like-for-like sentence); then the post's claim on its own
@@ -170,7 +188,7 @@ def test_overlapping_ranges_read_within_the_noise_and_say_the_measurement_cannot
             "efficiency_range": (0.97, 1.06),
         },
     ]
-    text = verdicts.ladder_verdict(rows)
+    text = ladder_verdict(rows)
     assert (
         "'tuned' within the noise of this machine: measured 1.1x (range 0.86–1.28x); this measurement cannot "
         "tell 'tuned' and 'plain' apart on this machine" in text
@@ -180,21 +198,21 @@ def test_overlapping_ranges_read_within_the_noise_and_say_the_measurement_cannot
 
 
 def test_an_efficiency_above_one_never_stands_as_a_number():
-    assert verdicts.efficiency_text({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}) == (
+    assert efficiency_text({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}) == (
         "1.0 within the noise (measured 1.38, range 1.10–1.58)"
     )
-    assert verdicts.efficiency_cell({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}).startswith(
+    assert efficiency_cell({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}).startswith(
         "1.0 within noise (measured 1.38"
     )
-    within = verdicts.efficiency_text({"pipeline_efficiency": 0.97, "efficiency_range": (0.95, 1.04)})
+    within = efficiency_text({"pipeline_efficiency": 0.97, "efficiency_range": (0.95, 1.04)})
     assert within == "0.97 (0.95–1.04; above 1 only by noise), as fast as pre-made batches within the noise"
 
 
 def test_one_lucky_block_does_not_make_a_rung_as_fast_as_pre_made_batches():
     # the contradiction a reader found: a rung waiting 14% of each step (median 0.85) reached 1.08 in one block
-    text = verdicts.efficiency_text({"pipeline_efficiency": 0.85, "efficiency_range": (0.84, 1.08)})
+    text = efficiency_text({"pipeline_efficiency": 0.85, "efficiency_range": (0.84, 1.08)})
     assert text == "0.85 (0.84–1.08; above 1 only by noise)"
-    assert verdicts.efficiency_text({"pipeline_efficiency": 0.85, "efficiency_range": (0.8, 0.9)}) == "0.85 (0.80–0.90)"
+    assert efficiency_text({"pipeline_efficiency": 0.85, "efficiency_range": (0.8, 0.9)}) == "0.85 (0.80–0.90)"
 
 
 def _cifar_rows(ceiling_fed=2600.0, ceiling_alone=30000.0):
@@ -209,18 +227,18 @@ def _cifar_rows(ceiling_fed=2600.0, ceiling_alone=30000.0):
 def test_a_ceiling_that_measures_slower_than_what_it_bounds_is_noise_not_a_ranking():
     # the contradiction a reader found: the ceiling fed 1,104 samples/s against 2,495 for the rung it bounds, and the
     # verdict called the augmented one "2.3x the next"
-    text = verdicts.ladder_verdict(_cifar_rows(ceiling_fed=1104), first="native size")
+    text = ladder_verdict(_cifar_rows(ceiling_fed=1104), first="native size")
     assert (
         "The ceiling 'ceiling' measured slower than 'kornia', which it bounds (end to end 1104 against 2495 "
         "samples/s): that difference is this machine's noise, not a ranking." in text
     )
     assert "the fastest, 'kornia', against the next, 'pil32'" in text and "'ceiling' 1104" not in text
-    fine = verdicts.ladder_verdict(_cifar_rows(), first="native size")
+    fine = ladder_verdict(_cifar_rows(), first="native size")
     assert "measured slower" not in fine and "the fastest, 'ceiling', against the next, 'kornia'" in fine
 
 
 def test_a_busy_block_says_so_in_the_verdict_and_the_table():
-    from helpers.course.ladders import ladder_table
+    from helpers.course.ladder import ladder_table
 
     rows = _cifar_rows()
     rows[2]["load_note"] = "other processes used 0.8 of 2 cores during this measurement"
@@ -230,7 +248,7 @@ def test_a_busy_block_says_so_in_the_verdict_and_the_table():
     rows[2]["load"] = {"other_cores": 0.8, "cores": 2, "busy": True}
     assert (
         "Measured on a busy machine (other processes used 0.8 of 2 cores during the measurements of 'kornia')"
-        in verdicts.ladder_verdict(rows, first="native size")
+        in ladder_verdict(rows, first="native size")
     )
     table = ladder_table(rows)
     assert (
@@ -241,28 +259,28 @@ def test_a_busy_block_says_so_in_the_verdict_and_the_table():
         row["load_note"], row["load"] = "busy", {"other_cores": row["pipeline_efficiency"], "cores": 2, "busy": True}
     assert "other processes used 0.4–1.0 of 2 cores during the measurements of every rung" in ladder_table(rows)
     quiet = [dict(row, load_note="") for row in rows]
-    assert "busy" not in ladder_table(quiet) and "busy" not in verdicts.ladder_verdict(quiet, first="native size")
+    assert "busy" not in ladder_table(quiet) and "busy" not in ladder_verdict(quiet, first="native size")
 
 
 def test_augmentation_claim_verdict_compares_like_for_like_first_and_says_no_gpu_was_measured():
     rows = _cifar_rows()
     rows[2]["loader_samples_per_s"] = 20000
-    text = verdicts.augmentation_claim_verdict(rows, claimed_ratio=32, device="cpu")
+    text = augmentation_claim_verdict(rows, claimed_ratio=32, device="cpu")
     assert "measured no GPU" in text and "decode + augment" in text
     assert text.index("11.1x (range") < text.index("28.6x (range")  # same 32 px before the post's 224-px pipeline
-    on_gpu = verdicts.augmentation_claim_verdict(rows, claimed_ratio=32, device="cuda:0")
+    on_gpu = augmentation_claim_verdict(rows, claimed_ratio=32, device="cuda:0")
     assert "measured no GPU" not in on_gpu and "on cuda:0" in on_gpu
 
 
 def test_loader_pair_verdict_gives_the_ratio_with_its_range_or_the_noise():
-    apart = verdicts.loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [400, 420, 380])], device="cpu")
+    apart = loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [400, 420, 380])], device="cpu")
     assert "4.0x (range 3.45–4.67x)" in apart and "within the noise" not in apart
-    close = verdicts.loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [105, 115, 95])], device="cpu")
+    close = loader_pair_verdict([("cpu crops", [100, 110, 90]), ("device", [105, 115, 95])], device="cpu")
     assert "within the noise of this machine" in close and "cannot tell 'device' and 'cpu crops' apart" in close
 
 
 def test_same_steps_verdict_names_everything_the_two_set_ups_differ_in():
-    text = verdicts.same_steps_verdict(
+    text = same_steps_verdict(
         post_rates=[2.0, 2.2, 1.9],
         course_rates=[30.0, 28.0, 31.0],
         post_px=224,
@@ -282,7 +300,7 @@ def test_same_steps_verdict_names_everything_the_two_set_ups_differ_in():
 
 def test_memory_verdict_says_more_than_the_claim_when_it_is():
     rows = [{"scale": 4, "traditional_mib": 700, "cache_mib": 125, "total_ratio": 5.6, "input_ratio": 64}]
-    text = verdicts.memory_verdict(rows, claimed_input_ratio=16)
+    text = memory_verdict(rows, claimed_input_ratio=16)
     assert "700 MiB against 125 MiB" in text and "64x" in text and "more than the 16x claimed" in text
 
 
@@ -291,7 +309,7 @@ def test_precision_verdict_marks_emulated_precisions_and_compares_losses_at_a_co
         {"precision": "fp32", "native": True, "step_ms": 66.0, "losses": [0.5, 0.4, 0.3, 0.2]},
         {"precision": "bf16", "native": False, "step_ms": 564.0, "losses": [0.5, 0.41, 0.31]},
     ]
-    text = verdicts.precision_verdict(results, device="cpu")
+    text = precision_verdict(results, device="cpu")
     assert "bf16 8.5x the fp32 step time, not native here" in text and "fastest median step was fp32" in text
     assert "After 3 steps" in text and "fp32 0.3000" in text
 
@@ -317,36 +335,33 @@ def _result(compute, wait, rate, spread=0.02, busy=False):
 def test_gan_verdict_reports_the_measured_direction_with_ranges():
     # the contradiction a reader found: prose said the GAN step costs more compute; the run measured less
     g, shared, second = _result(1511.0, 1.0, 10.0), _result(481.0, 1.0, 30.0), _result(500.0, 1.2, 28.0, spread=0.1)
-    text = verdicts.gan_verdict({"G": g, "GAN shared": shared, "GAN second": second}, batch=16)
+    text = gan_verdict({"G": g, "GAN shared": shared, "GAN second": second}, batch=16)
     assert "481.0 (471.4–490.6) ms against 1511.0 (1480.8–1541.2) ms" in text and "0.32x (less) (range" in text
     assert "within the noise of this machine" in text  # 30 against 28 (25.2–30.8) iterations overlap
     assert "busy" not in text
-    busy = verdicts.gan_verdict(
-        {"G": g, "GAN shared": _result(481.0, 1.0, 30.0, busy=True), "GAN second": second}, batch=16
-    )
+    busy = gan_verdict({"G": g, "GAN shared": _result(481.0, 1.0, 30.0, busy=True), "GAN second": second}, batch=16)
     assert "other processes used 0.8 of 2 cores during this measurement" in busy
 
 
 def test_pipelines_claim_verdict_gives_each_side_its_range():
     before, after = _result(10.0, 40.0, 20.0), _result(10.0, 1.0, 60.0)
-    text = verdicts.pipelines_claim_verdict({"before": before, "after": after}, claimed_before=18, claimed_after=25)
+    text = pipelines_claim_verdict({"before": before, "after": after}, claimed_before=18, claimed_after=25)
     assert "'after' 60.0 (58.8–61.2) images/s against 'before' 20.0 (19.6–20.4), 3.0x (range 2.88–3.12x)" in text
 
 
 def test_sr_verdict_states_the_spread_over_images():
-    text = verdicts.sr_verdict([0.54, 1.07, 0.19], data="BSDS300 stand-in, not BSD100")
+    text = sr_verdict([0.54, 1.07, 0.19], data="BSDS300 stand-in, not BSD100")
     assert "mean +0.60 dB" in text and "from +0.19 to +1.07" in text and "3 of 3 images" in text
     assert "not BSD100" in text
 
 
 def test_accuracy_verdict_with_one_evaluation_says_so():
     one = [{"top1": 0.208, "trained_seconds": 107.0, "optimizer_steps": 28}]
-    text = verdicts.accuracy_verdict(one, classes=10, data="stand-in")
+    text = accuracy_verdict(one, classes=10, data="stand-in")
     assert "20.8%" in text and "single point" in text and "half of that" not in text
     two = [{"top1": 0.3, "trained_seconds": 50.0, "optimizer_steps": 10}, *[dict(one[0], top1=0.5)]]
-    assert (
-        "half of that top-1 (25.0%) was reached by 50 s, the first of the 2 evaluations"
-        in verdicts.accuracy_verdict(two, classes=10, data="stand-in")
+    assert "half of that top-1 (25.0%) was reached by 50 s, the first of the 2 evaluations" in accuracy_verdict(
+        two, classes=10, data="stand-in"
     )
 
 
@@ -355,7 +370,7 @@ def test_rank_reads_verdict_sets_bytes_read_against_bytes_read_and_names_decodin
         {"ranks": 1, "jpeg_mib": 80.0, "cache_mib": 100.0, "lazy_mib": 700.0},
         {"ranks": 8, "jpeg_mib": 10.0, "cache_mib": 12.5, "lazy_mib": 87.5},
     ]
-    text = verdicts.rank_reads_verdict(reads)
+    text = rank_reads_verdict(reads)
     assert "12.5 MiB of crops from the uint8 cache against 10.0 MiB of JPEG files" in text
     assert "1.25x: the cache reads more bytes" in text and "larger gain" not in text
     assert "decodes none" in text and "700 MiB at 1 rank" in text and "700 MiB for the node" in text
@@ -365,42 +380,42 @@ def test_census_verdict_on_a_stand_in_says_it_cannot_test_the_claim():
     from collections import Counter
 
     census = Counter({(481, 321, "RGB", "JPEG"): 25, (451, 300, "RGB", "JPEG"): 1})
-    real = verdicts.census_verdict(census, claimed=(288, 288), standard={(481, 321), (321, 481)})
+    real = census_verdict(census, claimed=(288, 288), standard={(481, 321), (321, 481)})
     assert real.startswith("0 of 26 images are 288x288; 25 have") and "cannot test" not in real
-    standin = verdicts.census_verdict(census, claimed=(288, 288), standard={(481, 321), (321, 481)}, standin=True)
+    standin = census_verdict(census, claimed=(288, 288), standard={(481, 321), (321, 481)}, standin=True)
     assert "cannot test the claim" in standin
 
 
 def test_decode_and_layout_verdicts_give_repeated_timings_their_ranges():
-    text = verdicts.decode_verdict([1.0, 1.1, 0.9], [4.0, 4.2, 3.8], (481, 321), (481, 321))
+    text = decode_verdict([1.0, 1.1, 0.9], [4.0, 4.2, 3.8], (481, 321), (481, 321))
     assert "1.00 (0.90–1.10) ms against 4.00 (3.80–4.20) ms" in text and "0.25x (less) (range 0.21–0.29x)" in text
-    close = verdicts.decode_verdict([3.9, 4.1, 4.3], [4.0, 4.2, 3.8], (481, 321), (481, 321))
+    close = decode_verdict([3.9, 4.1, 4.3], [4.0, 4.2, 3.8], (481, 321), (481, 321))
     assert "within the noise of this machine" in close and "cropping saved no decoding time" in close
-    layout = verdicts.layout_verdict(rgb_ms=[2.0, 2.2, 1.8], word_ms=[1.0, 1.1, 0.9])
+    layout = layout_verdict(rgb_ms=[2.0, 2.2, 1.8], word_ms=[1.0, 1.1, 0.9])
     assert "2.00 (1.80–2.20) ms as 3-byte pixels" in layout and "2.0x (range 1.64–2.44x)" in layout
-    assert "cropping took 25% of a full decode" in verdicts.decode_verdict(1.0, 4.0, (1, 1), (2, 2))
+    assert "cropping took 25% of a full decode" in decode_verdict(1.0, 4.0, (1, 1), (2, 2))
 
 
 def test_a_single_measurement_on_each_side_says_it_has_no_range():
-    text = verdicts.ratio_with_range(4.15, (4.15, 4.15), 1.0, (1.0, 1.0), pick=("a", "b"))
+    text = ratio_with_range(4.15, (4.15, 4.15), 1.0, (1.0, 1.0), pick=("a", "b"))
     assert text == "4.2x (one measurement each: no range)"
 
 
 def test_doctor_change_verdict_reads_fed_rates_with_their_ranges():
     before = SimpleNamespace(fed_samples_per_s=(10.0, 9.0, 11.0), verdict="INPUT-BOUND")
     after = SimpleNamespace(fed_samples_per_s=(20.0, 18.0, 22.0), verdict="INCONCLUSIVE")
-    text = verdicts.doctor_change_verdict(before, after, change="2 persistent workers")
+    text = doctor_change_verdict(before, after, change="2 persistent workers")
     assert "fed 20.0 samples/s (18.0–22.0) against 10.0 (9.0–11.0) before" in text
     assert "2.0x (range 1.64–2.44x)." in text  # the ratio with its range, not alone
     assert "input-bound before and inconclusive after" in text
     close = SimpleNamespace(fed_samples_per_s=(10.5, 9.5, 12.0), verdict="INPUT-BOUND")
-    tied = verdicts.doctor_change_verdict(before, close, change="x")
+    tied = doctor_change_verdict(before, close, change="x")
     assert "within the noise of this machine: measured 1.1x (range 0.86–1.33x)" in tied
     assert "cannot tell 'with x' and 'before' apart" in tied
 
 
 def test_a_tie_says_which_candidate_the_course_keeps_and_why_when_given():
-    text = verdicts.ratio_with_range(1.0, (0.9, 1.1), 1.05, (0.95, 1.15), pick=("a", "b"), keep=("b", "the default"))
+    text = ratio_with_range(1.0, (0.9, 1.1), 1.05, (0.95, 1.15), pick=("a", "b"), keep=("b", "the default"))
     assert text.endswith("cannot tell 'a' and 'b' apart on this machine: the course keeps 'b', the default")
     assert "would pick" not in text
 
@@ -427,9 +442,9 @@ def test_03_and_06_verdicts_carry_the_load_meters_line_when_the_machine_was_busy
         same_network=True,
     )
     for verdict in (
-        lambda load: verdicts.precision_verdict(precision, device="cpu", load=load),
-        lambda load: verdicts.channels_last_verdict(layouts, load=load),
-        lambda load: verdicts.same_steps_verdict(**steps, load=load),
+        lambda load: precision_verdict(precision, device="cpu", load=load),
+        lambda load: channels_last_verdict(layouts, load=load),
+        lambda load: same_steps_verdict(**steps, load=load),
     ):
         assert verdict(busy).endswith(line)
         assert "busy" not in verdict(quiet) and "busy" not in verdict(None)
@@ -438,15 +453,15 @@ def test_03_and_06_verdicts_carry_the_load_meters_line_when_the_machine_was_busy
 def test_02s_cache_reopen_reads_interleaved_repeats_with_ranges_and_the_load():
     from helpers.loadmeter import LoadReading
 
-    text = verdicts.reopen_verdict([2.0, 2.2, 1.9], [0.01, 0.012, 0.011], images=200, mib=300.0)
+    text = reopen_verdict([2.0, 2.2, 1.9], [0.01, 0.012, 0.011], images=200, mib=300.0)
     assert "took 2.00 (1.90–2.20) s and reopening it 0.011 (0.010–0.012) s (medians of 3 interleaved" in text
     assert "building took 181.8x (range 158.33–220.00x) the reopen" in text and "busy" not in text
-    close = verdicts.reopen_verdict([1.0, 1.2], [0.9, 1.1], images=2, mib=1.0, load=LoadReading(1.0, 2, 3.0))
+    close = reopen_verdict([1.0, 1.2], [0.9, 1.1], images=2, mib=1.0, load=LoadReading(1.0, 2, 3.0))
     assert "within the noise of this machine" in close and "cannot tell 'building' and 'reopening' apart" in close
     assert close.endswith("other processes used 1.0 of 2 cores during this measurement.")
     busy = LoadReading(1.0, 2, 3.0)
-    assert verdicts.layout_verdict(rgb_ms=[1.0, 1.1], word_ms=[0.5, 0.6], load=busy).endswith("measurement.")
-    assert verdicts.decode_verdict([1.0, 1.1], [2.0, 2.1], (4, 4), (4, 4), load=busy).endswith("measurement.")
+    assert layout_verdict(rgb_ms=[1.0, 1.1], word_ms=[0.5, 0.6], load=busy).endswith("measurement.")
+    assert decode_verdict([1.0, 1.1], [2.0, 2.1], (4, 4), (4, 4), load=busy).endswith("measurement.")
 
 
 def _format_rows(jpeg_rate, png_rate, spread=0.02):
@@ -466,7 +481,7 @@ def _format_rows(jpeg_rate, png_rate, spread=0.02):
 
 
 def test_file_format_verdict_names_the_decoders_share_when_the_ranges_are_apart():
-    text = verdicts.file_format_verdict(_format_rows(500, 200))
+    text = file_format_verdict(_format_rows(500, 200))
     assert "JPEG 2.5x (range" in text and "the decoder's" in text and "no measurable difference" not in text
     # the decoded cache against each lazy rung, by name and with its range: 2000/500 and 2000/200
     assert "4.0x (range" in text and "against 'lazy crop, 2 workers'" in text
@@ -474,47 +489,47 @@ def test_file_format_verdict_names_the_decoders_share_when_the_ranges_are_apart(
 
 
 def test_file_format_verdict_says_when_the_format_makes_no_difference():
-    text = verdicts.file_format_verdict(_format_rows(500, 495, spread=0.05))
+    text = file_format_verdict(_format_rows(500, 495, spread=0.05))
     assert "within the noise of this machine" in text and "no measurable difference" in text
     assert "the decoder's" not in text
 
 
 def test_file_format_verdict_says_when_its_loaders_were_measured_on_a_busy_machine():
     quiet = _format_rows(500, 200)
-    assert "busy machine" not in verdicts.file_format_verdict(quiet)
+    assert "busy machine" not in file_format_verdict(quiet)
     rows = _format_rows(500, 200)
     rows[1]["load_note"] = "other processes used 0.9 of 2 cores during this measurement"
     rows[1]["load"] = {"other_cores": 0.9, "cores": 2, "busy": True}
-    text = verdicts.file_format_verdict(rows)
+    text = file_format_verdict(rows)
     assert text.endswith(
         "Measured on a busy machine (other processes used 0.9 of 2 cores during the measurements of "
         "'lazy crop on PNG copies of the same images, 2 workers'): these numbers include that load."
     )
     rows[2]["load_note"], rows[2]["load"] = rows[1]["load_note"], rows[1]["load"]  # the cache it is compared with
     assert "the measurements of 'lazy crop on PNG copies of the same images, 2 workers', 'decoded uint8 cache')" in (
-        verdicts.file_format_verdict(rows)
+        file_format_verdict(rows)
     )
 
 
 def test_a_ratio_is_never_printed_outside_its_own_range():
     # 22.3 against 21.1 is 1.057: "1.1x" would sit above its range 1.03-1.09x, so it is printed with two places
-    text = verdicts.ratio_with_range(22.3, (22.0, 22.6), 21.1, (20.8, 21.4))
+    text = ratio_with_range(22.3, (22.0, 22.6), 21.1, (20.8, 21.4))
     assert text.startswith("1.06x (range 1.03–1.09x)"), text
-    assert verdicts.ratio_with_range(2.0, (1.8, 2.2), 1.0, (0.9, 1.1)).startswith("2.0x (range")  # one place suffices
+    assert ratio_with_range(2.0, (1.8, 2.2), 1.0, (0.9, 1.1)).startswith("2.0x (range")  # one place suffices
 
 
 def test_the_reduction_text_says_when_no_box_decodes_at_reduced_size():
-    some = verdicts.reduction_text(0.62, 0.25, 224)
+    some = reduction_text(0.62, 0.25, 224)
     assert some == (
         "62% of 224-px RandomResizedCrop boxes decode at reduced size; the median box decodes 25% of the pixels a "
         "full decode does."
     )
-    none = verdicts.reduction_text(0.0, 1.0, 224)
+    none = reduction_text(0.0, 1.0, 224)
     assert none.startswith("0% of 224-px") and "decodes every file at full size" in none and "draft mode" in none
 
 
 def test_a_ratio_that_rounds_to_one_is_not_called_less():
-    assert verdicts.ratio_text(0.996) == "1.0x" and verdicts.ratio_text(0.994) == "0.99x (less)"
+    assert ratio_text(0.996) == "1.0x" and ratio_text(0.994) == "0.99x (less)"
 
 
 def test_the_wait_verdict_says_when_the_machine_was_busy():
@@ -522,11 +537,11 @@ def test_the_wait_verdict_says_when_the_machine_was_busy():
 
     lazy = {"wait_fraction": 0.36, "median_wait_s": 0.01, "max_wait_s": 0.05, "median_compute_s": 0.02, "steps": 16}
     summaries = {"lazy": lazy}
-    quiet = verdicts.wait_verdict(summaries, claimed_fraction=0.75)
+    quiet = wait_verdict(summaries, claimed_fraction=0.75)
     assert "'lazy' waited 36% of the time" in quiet and "less than the 75%" in quiet and "busy" not in quiet
-    busy = verdicts.wait_verdict(summaries, claimed_fraction=0.75, load=LoadReading(1.1, 2, 3.0))
+    busy = wait_verdict(summaries, claimed_fraction=0.75, load=LoadReading(1.1, 2, 3.0))
     assert busy.endswith("Measured on a busy machine: other processes used 1.1 of 2 cores during this measurement.")
 
 
 def test_cores_used_never_prints_a_range_whose_ends_read_alike():
-    assert verdicts.cores_used([0.98, 1.04]) == "1.0" and verdicts.cores_used([1.1, 1.7]) == "1.1–1.7"
+    assert cores_used([0.98, 1.04]) == "1.0" and cores_used([1.1, 1.7]) == "1.1–1.7"

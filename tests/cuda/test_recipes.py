@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.course.recipes import cifar_recipe, run_recipe, sr_recipe
+from helpers.course.recipe_run import run_recipe
+from helpers.course.recipes import cifar_recipe, sr_recipe
 from helpers.loading import DeviceTensorLoader
 from helpers.sr_cache import DeviceSRCropLoader
 from helpers.step import native_precisions

@@ -97,3 +97,16 @@ def test_a_notebook_cell_showing_a_deprecation_warning_fails():
     assert nb_warnings.deprecation_lines([shown]) == ["DeprecationWarning: old"]
     subclass = {"output_type": "stream", "name": "stderr", "text": "PyparsingDeprecationWarning: 'parseString'\n"}
     assert nb_warnings.deprecation_lines([subclass, clean]) == ["PyparsingDeprecationWarning: 'parseString'"]
+
+
+def test_each_stack_runs_the_pytest_command_of_make_test(tmp_path, monkeypatch):
+    """Every argument `make test` gives pytest (the docstring examples' --doctest-modules and helpers/ too) is in the
+    command a stack runs; only the cell timeout is a number there, not a make variable."""
+    target = (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    wanted = [word for word in target.split("-m pytest", 1)[1].replace("\\\n", " ").split() if "$(" not in word]
+    commands = []
+    monkeypatch.setattr(versions, "_run", lambda command, log, **kwargs: commands.append(command) or 0)
+    (tmp_path / "log").write_text("")
+    versions.run_tests(tmp_path / "venv", tmp_path / "log", [])
+    assert "--doctest-modules" in wanted and "helpers" in wanted
+    assert not set(wanted) - set(commands[0]), f"make test's {sorted(set(wanted) - set(commands[0]))} missing"

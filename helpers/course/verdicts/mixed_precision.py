@@ -1,0 +1,92 @@
+"""03's verdicts: each precision's step time against fp32's and the choice made from it, and what channels_last did."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .text import busy_text, median_range, ranges_overlap, ratio_text, tie_text
+
+
+def _ratio_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -> str:
+    """The interval of a/b from two (low, high) ranges, as text ("" when either is unknown)."""
+    if a is None or b is None or min(b) <= 0:
+        return ""
+    return f" (range {a[0] / b[1]:.2f}–{a[1] / b[0]:.2f}x{'; within the noise' if ranges_overlap(a, b) else ''})"
+
+
+def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice: Any = None, load: Any = None) -> str:
+    """03: each precision's step time against fp32's (with the interval of the ratio when the rows carry ranges),
+    whether it is native here, the losses at a common step, the choice made from the same measurement, and the load
+    meter's line when other processes used the cores during it (`load`, a helpers.loadmeter reading)."""
+    fp32 = next(r for r in results if r["precision"] == "fp32")
+    parts = []
+    for r in results:
+        if r is fp32:
+            continue
+        how = "native here" if r["native"] else "not native here (emulated or reference kernels)"
+        spread = _ratio_range(r.get("step_ms_range"), fp32.get("step_ms_range"))
+        parts.append(f"{r['precision']} {ratio_text(r['step_ms'] / fp32['step_ms'])} the fp32 step time{spread}, {how}")
+    common = min(len(r["losses"]) for r in results)
+    losses = ", ".join(f"{r['precision']} {r['losses'][common - 1]:.4f}" for r in results)
+    fastest = min(results, key=lambda r: r["step_ms"])
+    tied = [
+        r["precision"]
+        for r in results
+        if r is not fastest
+        and r.get("step_ms_range")
+        and fastest.get("step_ms_range")
+        and ranges_overlap(r["step_ms_range"], fastest["step_ms_range"])
+    ]
+    ranking = f"The fastest median step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
+        f", but its range overlaps {' and '.join(tied)}'s: this measurement cannot tell "
+        f"{' and '.join([fastest['precision'], *tied])} apart on this machine"
+        if tied
+        else ""
+    )
+    return (
+        f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
+        f"{losses}.{_choice_text(choice)}" + busy_text(load)
+    )
+
+
+def _choice_text(choice: Any) -> str:
+    """The precision kept and why, from the same timings as the table: after a tie, plainly which one the course
+    keeps (fp32, the default, unless another is measurably faster)."""
+    if choice is None:
+        return ""
+    if not getattr(choice, "within_noise", False):
+        return f" The choice, from these same timings of the native precisions: {choice.reason}."
+    others = " or ".join(p for p in choice.step_ms if p != choice.precision)
+    why = (
+        f"the default (full precision), since {others} is not measurably faster here"
+        if choice.precision == "fp32"
+        else "the lower median of the precisions this measurement cannot tell apart, fp32 not among them"
+    )
+    return f" The course keeps {choice.precision}, {why}: the choice comes from these same timings."
+
+
+def channels_last_verdict(table: dict[tuple[str, str], Any], *, load: Any = None) -> str:
+    """03: what channels_last did to the step time, per precision: a median ratio, and with repeated interleaved
+    timings (lists of ms) the interval of the ratio and whether it is within the noise; the load meter's line when
+    other processes used the cores during the timings (`load`)."""
+    parts = []
+    for precision in dict.fromkeys(p for _, p in table):
+        nchw, nchw_range = median_range(table[("NCHW", precision)])
+        last, last_range = median_range(table[("channels_last", precision)])
+        spread = _ratio_range(nchw_range, last_range)
+        tie = (
+            tie_text(
+                ("NCHW", "channels_last"),
+                (
+                    "channels_last",
+                    "the layout the course's CIFAR recipe trains in, since NCHW is not measurably faster here",
+                ),
+            )
+            if nchw_range and last_range and ranges_overlap(nchw_range, last_range)
+            else ""
+        )
+        apart = not tie and nchw != last
+        faster = (" (channels_last faster)" if nchw > last else " (NCHW faster)") if apart else ""
+        parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}{faster}{tie}")
+    return "channels_last here: " + "; ".join(parts) + "." + busy_text(load)

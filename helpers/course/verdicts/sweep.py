@@ -1,0 +1,176 @@
+"""02's sweep of workers x intra-op threads: the best setting against no workers, the settings within its noise, what
+oversubscribing the cores did to the step, the post's '2-4x the cores', and the ladder against the sweep."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from .text import ranges_overlap, ratio_text
+
+
+def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when two sweep rows' ranges over repeats overlap (their difference is within the noise seen)."""
+    return ranges_overlap(_spread(a), _spread(b))
+
+
+def _spread(row: dict[str, Any]) -> tuple[float, float]:
+    return min(row["runs"]), max(row["runs"])
+
+
+def _setting(row: dict[str, Any]) -> str:
+    """A sweep setting as a reader says it: workers, intra-op threads, prefetch."""
+    count = row.get("intra_op_threads")
+    threads = f"{count} intra-op thread{'s' * (count != 1)}" if count else "torch's threads"
+    workers = f"{row['num_workers']} worker{'s' * (row['num_workers'] != 1)}"
+    return f"{workers}, {threads}" + (f", prefetch {row['prefetch_factor']}" if row["num_workers"] else "")
+
+
+def _sweep_rate(row: dict[str, Any]) -> str:
+    low, high = _spread(row)
+    return f"{row['samples_per_s']:.0f} samples/s ({low:.0f}–{high:.0f})"
+
+
+def _ms_span(values: list[float]) -> str:
+    """'35.5 ms (35.0–36.0 over 4 runs)', or '52.0 ms (one run: no range)'."""
+    if len(values) == 1:
+        return f"{values[0]:.1f} ms (one run: no range)"
+    return f"{statistics.median(values):.1f} ms ({min(values):.1f}–{max(values):.1f} over {len(values)} runs)"
+
+
+def _oversubscription_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
+    """End to end: per intra-op thread count, the step's compute over every repeat of the settings whose workers
+    overfill the cores, against those within them (the same thread count, so only the workers differ)."""
+    parts = []
+    for threads in sorted({r["intra_op_threads"] for r in rows if r.get("intra_op_threads")}):
+        same = [r for r in rows if r.get("intra_op_threads") == threads and "compute_ms" in r]
+        over = [c for r in same if r["num_workers"] + threads > cores for c in r.get("compute_runs", [r["compute_ms"]])]
+        within = [
+            c for r in same if r["num_workers"] + threads <= cores for c in r.get("compute_runs", [r["compute_ms"]])
+        ]
+        if not (over and within):
+            continue
+        if len(over) == 1 and len(within) == 1:
+            relation = "one run each, so no range to tell them apart by"
+        elif min(over) > max(within):
+            relation = "slower"
+        elif max(over) < min(within):
+            relation = "faster"
+        else:
+            relation = "no different within the noise"
+        parts.append(
+            f"with {threads} thread{'s' * (threads != 1)}, {_ms_span(within)} per step within the cores against "
+            f"{_ms_span(over)} past them: {relation}"
+        )
+    if not parts:
+        return ""
+    lead = f" The step's compute where workers + intra-op threads stay within the {cores} cores or exceed them: "
+    return lead + "; ".join(parts) + "."
+
+
+def _claim_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
+    """The post's 'num_workers = 2-4x the cores', against the best setting with fewer workers."""
+    claimed = [r for r in rows if 2 * cores <= r["num_workers"] <= 4 * cores]
+    fewer = [r for r in rows if r["num_workers"] < 2 * cores]
+    if not claimed or not fewer:
+        return (
+            f" The post's 'num_workers = 2–4x the cores' is untested here: no setting had "
+            f"{2 * cores}–{4 * cores} workers" + ("" if claimed else " (the profile's cap on workers)") + "."
+        )
+    c, f = max(claimed, key=lambda r: r["samples_per_s"]), max(fewer, key=lambda r: r["samples_per_s"])
+    if _overlap(c, f):
+        outcome = (
+            f"within the noise here: its best, {_setting(c)}, {_sweep_rate(c)}, against {_setting(f)}, {_sweep_rate(f)}"
+        )
+    elif c["samples_per_s"] > f["samples_per_s"]:
+        outcome = (
+            f"supported here: {_setting(c)} gave {_sweep_rate(c)}, "
+            f"{ratio_text(c['samples_per_s'] / f['samples_per_s'])} the best with fewer workers ({_setting(f)}, {_sweep_rate(f)})"
+        )
+    else:
+        outcome = (
+            f"not supported here: {_setting(f)} gave {_sweep_rate(f)}, "
+            f"{ratio_text(f['samples_per_s'] / c['samples_per_s'])} the best of 2–4x the cores ({_setting(c)}, {_sweep_rate(c)})"
+        )
+    return f" The post's 'num_workers = 2–4x the cores' is {outcome}."
+
+
+def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
+    """02: the best setting of workers x intra-op threads against no workers, the settings within its noise, what
+    oversubscribing the cores did to the step, and the post's '2-4x the cores' tested."""
+    best = max(rows, key=lambda r: r["samples_per_s"])
+    zero = max((r for r in rows if r["num_workers"] == 0), key=lambda r: r["samples_per_s"], default=None)
+    zero = zero or min(rows, key=lambda r: r["num_workers"])
+    what = (
+        "End to end (the loader feeding the training step)"
+        if best.get("mode") == "end to end"
+        else "The loader alone (no training step)"
+    )
+    budget = best["num_workers"] + (best.get("intra_op_threads") or cores)
+    relation = (
+        "more workers than cores"
+        if best["num_workers"] > cores
+        else "as many workers as cores"
+        if best["num_workers"] == cores
+        else "fewer workers than cores"
+    )
+    text = (
+        f"{what}, the fastest setting here was {_setting(best)}: {_sweep_rate(best)}, "
+        f"{ratio_text(best['samples_per_s'] / zero['samples_per_s'])} the {zero['samples_per_s']:.0f} of "
+        f"{_setting(zero)}; that is {relation}, and {budget} workers + threads on {cores} cores."
+    )
+    close = [r for r in rows if r is not best and _overlap(r, best)]
+    if len(best["runs"]) > 1 and close:
+        fewest = min(close, key=lambda r: r["num_workers"])
+        text += (
+            f" Its range over {len(best['runs'])} repeats overlaps that of {len(close)} other setting(s), the fewest "
+            f"workers among them {fewest['num_workers']}: those differences are within this machine's noise."
+        )
+    return text + _oversubscription_text(rows, cores) + _claim_text(rows, cores)
+
+
+def sweep_ladder_verdict(
+    sweep: Sequence[dict[str, Any]],
+    ladder: Sequence[dict[str, Any]],
+    *,
+    pairs: Sequence[tuple[str, dict[str, Any]]],
+    ladder_threads: int,
+) -> str:
+    """02: each ladder rung's end-to-end rate against the sweep's row with the same setting (`pairs`: rung name and
+    the sweep keys it matches), agreeing when their ranges overlap; where they do not, what differs between the two
+    (a rung's own `threads`, where its row has them, else `ladder_threads`)."""
+    parts, differ = [], []
+    for name, match in pairs:
+        rung = next(r for r in ladder if r["name"] == name)
+        row = next(r for r in sweep if all(r.get(k) == v for k, v in match.items()))
+        fed = rung["fed_samples_per_s"]
+        rung_range = rung.get("fed_samples_per_s_range") or (fed, fed)
+        agree = ranges_overlap(rung_range, _spread(row))
+        parts.append(
+            f"'{name}' {fed:.0f} samples/s in the ladder against {_sweep_rate(row)} in the sweep ({_setting(row)}): "
+            + (
+                "they agree within the noise"
+                if agree
+                else f"the sweep measured {ratio_text(row['samples_per_s'] / fed)} the ladder's rate"
+            )
+        )
+        if not agree:
+            differ.append((rung, row))
+    text = "End to end, the ladder and the sweep on the same settings: " + "; ".join(parts) + "."
+    if differ:
+        rung, row = differ[0]
+        threads, rung_threads = row.get("intra_op_threads") or ladder_threads, rung.get("threads") or ladder_threads
+        text += (
+            f" What differs between the two measurements: the ladder gave each rung {rung['rounds']} turn(s) of "
+            f"{rung['steps_per_turn']} step(s) between the other rungs' turns, its workers kept alive across "
+            "them; "
+            f"the sweep starts a fresh loader for each of its {len(row['runs'])} turn(s)"
+            + (
+                f", and ran with {threads} intra-op thread(s) against the ladder's {rung_threads}"
+                if threads != rung_threads
+                else ""
+            )
+            + "; and the two ran at different times, under whatever load the machine had then."
+        )
+    return text

@@ -1,0 +1,65 @@
+"""07's verdicts: how many crop boxes decode at reduced size, one sentence per rung of the folder ladder, and the
+storage formats side by side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .ladder import LOADER, by_role, rate_of
+from .text import efficiency_text, ratio_with_range, span_text
+
+
+def reduction_text(reduced_share: float, pixel_share: float, crop: int) -> str:
+    """07: how many RandomResizedCrop boxes decode at reduced size and the median share of pixels decoded; when none
+    does, that the reduced-decoding rung then decodes at full size, so draft mode plays no part in its number."""
+    text = (
+        f"{100 * reduced_share:.0f}% of {crop}-px RandomResizedCrop boxes decode at reduced size; the median box "
+        f"decodes {100 * pixel_share:.0f}% of the pixels a full decode does"
+    )
+    if reduced_share == 0:
+        text += (
+            f". These images are too small for any box to be reduced on the way to {crop} px, so the "
+            "'reduced-size JPEG decoding' rung below decodes every file at full size: its speed owes nothing to "
+            "draft mode here (photographs of a few megapixels are where it pays)"
+        )
+    return text + "."
+
+
+def folder_rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
+    """07: one sentence per rung from its numbers: loader-alone rate against the post's rung (role "post") with the
+    ratio's range ("within the noise" when the ranges overlap), fed rate, efficiency with its range, the doctor."""
+    post = by_role(rows, "post")
+    lines = []
+    for row in rows:
+        rate, spread = rate_of(row, LOADER)
+        against = (
+            "the reference"
+            if row is post
+            else "against the post's: "
+            + ratio_with_range(rate, spread, *rate_of(post, LOADER), pick=("this one", "the post's"))
+        )
+        lines.append(
+            f"{row['name']}: loader alone {span_text(rate, spread)} samples/s ({against}); fed end to end "
+            f"{span_text(row['fed_samples_per_s'], row.get('fed_samples_per_s_range'))} samples/s, efficiency "
+            f"{efficiency_text(row)}; doctor: {row['doctor']}"
+        )
+    return lines
+
+
+def storage_verdict(rows: list[dict[str, Any]]) -> str:
+    """07: the folder (reduced decoding), the pre-resized store and the shards side by side, loader alone, found in
+    the ladder's rows by their roles."""
+    by_key = {
+        key: by_role(rows, role)
+        for key, role in (("reduced-size folder", "reduced decoding"), ("store", "store"), ("shards", "shards"))
+    }
+    ranked = sorted(by_key.items(), key=lambda item: -item[1][LOADER])
+    (best, top), (runner_up, second) = ranked[0], ranked[1]
+    ratio = ratio_with_range(*rate_of(top, LOADER), *rate_of(second, LOADER), pick=(best, runner_up))
+    head = (
+        f"{best} against {runner_up}, {ratio}"
+        if "within the noise" in ratio
+        else f"{best} is fastest here, {ratio} {runner_up}"
+    )
+    rates = ", ".join(f"{key} {span_text(*rate_of(row, LOADER))} samples/s" for key, row in by_key.items())
+    return f"On this machine's local disk, loader alone: {head} ({rates})."
