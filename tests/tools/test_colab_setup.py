@@ -232,7 +232,7 @@ def test_the_requirements_are_read_from_the_checkouts_pyproject(tmp_path):
 
 def test_this_checkouts_requirements_are_what_the_notebooks_import():
     """Read from this checkout's pyproject.toml: the library, kornia, plotting; no Jupyter server, no test tools."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     names = {colab_setup.canonical(colab_setup.requirement_name(r)) for r in colab_setup.course_requirements(root)}
     assert {"torch", "torchvision", "numpy", "pillow", "psutil", "kornia", "matplotlib", "scikit-image"} <= names
     assert not names & {"jupyterlab", "nbconvert", "pytest"}
