@@ -13,6 +13,9 @@ CELL_TIMEOUT ?= 600
 LIMIT ?=  # seconds each notebook may run under `make course` (empty: the profile's notebook_limit_s)
 CHROMIUM ?= /usr/bin/chromium
 STACK ?=  # make test-versions STACK=colab (or gpu-runner, lower-bounds): one stack; empty: all three
+# The course runs from this checkout: `pip install` installs only the library (as `feeding_the_gpu`), so every command
+# here, the notebook kernels it starts and their subprocesses import `helpers` and `helpers.course` from this folder.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 # JupyterLab refuses to start as root unless told; containers often run as root.
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
@@ -21,8 +24,8 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 course: $(STAMP)  ## prepare data, execute every notebook in the auto profile, write reports/
 	$(BIN)/python -m helpers.course.runner --profile $(PROFILE) $(if $(strip $(LIMIT)),--limit $(LIMIT))
 
-test: $(STAMP)  ## unit tests of helpers + nbval over every notebook in the smoke profile, offline
-	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
+test: $(STAMP)  ## unit tests of helpers + the examples in helpers' docstrings (doctests) + nbval over every notebook in the smoke profile, offline
+	COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks helpers --doctest-modules \
 		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
 
 lint: $(STAMP)  ## ruff (the lint rules and the format) over the tree, and mypy over helpers/ ([tool.ruff], [tool.mypy])
@@ -45,9 +48,9 @@ lab: $(STAMP)  ## JupyterLab with this environment's kernel, at the repository r
 sync-notebooks: $(STAMP)  ## write the Colab badge and setup cell into every notebook from COURSE_REPOSITORY
 	$(BIN)/python tools/sync_notebooks.py
 
-test-gpu: $(GPU_STAMP)  ## on a GPU machine, with the GPU runner's pins (constraints/gpu-runner-*.txt): the unit tests with the CUDA ones required (not skipped) + nbval over every notebook, smoke profile, CUDA visible
-	COURSE_REQUIRE_CUDA=1 COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks \
-		--nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
+test-gpu: $(GPU_STAMP)  ## on a GPU machine, with the GPU runner's pins (constraints/gpu-runner-*.txt): the unit tests with the CUDA ones required (not skipped) + the docstring examples + nbval over every notebook, smoke profile, CUDA visible
+	COURSE_REQUIRE_CUDA=1 COURSE_PROFILE=smoke COURSE_OFFLINE=1 $(BIN)/python -m pytest tests notebooks helpers \
+		--doctest-modules --nbval-lax --nbval-current-env --nbval-cell-timeout=$(CELL_TIMEOUT) -p no:cacheprovider
 
 gpu-rehearsal: $(STAMP)  ## the GPU check (tools/gpu_check.sh) rehearsed on this machine's CPU: every step runs, CUDA ones count as skipped; summary in reports/gpu-rehearsal/
 	PYTHON=$(BIN)/python tools/gpu_check.sh reports/gpu-rehearsal --rehearsal

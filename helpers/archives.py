@@ -8,6 +8,15 @@ here and checked not to be a link, every file created new without following link
 ownership from the archive. Either way the raw headers are pre-scanned first (`tar_scan.py`), which also keeps
 tarfile's quadratic pax parser (CVE-2024-6232, fixed in 3.10.15, 3.11.10, 3.12.6, 3.13) off any large header.
 
+Example:
+    >>> import io, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     archive = Path(tmp) / "data.tar.gz"
+    ...     with tarfile.open(archive, "w:gz") as tar:
+    ...         tar.addfile(tarfile.TarInfo("data/empty.txt"), io.BytesIO())
+    ...     print(file_kind(archive), os.listdir(extract_into(archive, tmp, "data")))  # checked, then published whole
+    gzip ['empty.txt']
+
 Copy with: tar_scan.py (the pre-scan, file kinds, limits), safe_open.py (regular files only) and atomic.py (the
 inter-process lock, staging folders published in one rename).
 Needs: the standard library only.

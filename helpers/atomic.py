@@ -9,6 +9,14 @@ that cannot be written (a full disk, a read-only folder) is a `DestinationError`
 what was there before stays whole. The hidden names beside a target (lock, staging, set-aside) always fit in a file
 name, however long the target's own name.
 
+Example:
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with staged(Path(tmp) / "numbers.txt") as staging:  # a private sibling, renamed into place at the end
+    ...         _ = staging.write_text("1 2 3")
+    ...     print(os.listdir(tmp), (Path(tmp) / "numbers.txt").read_text())
+    ['numbers.txt'] 1 2 3
+
 Copy with: safe_open.py (locks and scratch files opened as regular files, never through a planted link).
 Needs: the standard library only (POSIX `fcntl` for the lock; elsewhere the lock is a no-op).
 """

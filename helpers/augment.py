@@ -7,6 +7,12 @@ std you give them (CIFAR10_MEAN / CIFAR10_STD here, device_crop.IMAGENET_MEAN / 
 functions named for CIFAR default to CIFAR's. The normalised output is channels_last unless `channels_last=False`
 (each function that chooses says so, and the module's repr shows it).
 
+Example:
+    >>> images = torch.randint(0, 256, (8, 3, 32, 32), dtype=torch.uint8)  # a uint8 batch, on any device
+    >>> out = cifar_train_augment()(images)  # crop, flip and jitter drawn per sample, then normalised float
+    >>> out.shape, out.dtype, out.is_contiguous(memory_format=torch.channels_last)
+    (torch.Size([8, 3, 32, 32]), torch.float32, True)
+
 Copy with: images.py (the uint8 to float conversion).
 Needs: torch, kornia, numpy, pillow (the last two through images.py).
 """

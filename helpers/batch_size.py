@@ -2,6 +2,15 @@
 free on the device (a CUDA GPU's free bytes, or a CPU machine's available RAM), halved on a CUDA out-of-memory error
 (the allocator's, cuBLAS's or cuDNN's); and the batch whose step takes a given time, from timed steps at two batches.
 
+Example:
+    >>> model = torch.nn.Linear(64, 10)
+    >>> def run_step(batch): model(torch.randn(batch, 64)).sum().backward()
+    >>> batch_that_fits(run_step, wanted=256, device=torch.device("cpu"))[0]
+    256
+    >>> batch, seconds, why = batch_for_step_time(lambda batch: 0.01 + 0.001 * batch, largest=1024, step_s=0.1)
+    >>> batch, round(seconds, 3)
+    (90, 0.1)
+
 Copy with: memory.py (resident and free memory probes).
 Needs: torch.
 """

@@ -2,6 +2,15 @@
 with every global RNG state so that a resumed run continues exactly; resuming falls back to the newest complete
 file when the last one is missing or damaged, and a checkpoint of another model is a clear error, not a traceback.
 
+Example:
+    >>> import tempfile
+    >>> model = torch.nn.Linear(2, 1)
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = save_checkpoint({"model": model.state_dict(), "epoch": 3}, Path(tmp) / "last.pt")
+    ...     state = load_checkpoint(Path(tmp) / "last.pt", required=("model", "epoch"))
+    >>> state["epoch"], torch.equal(state["model"]["weight"], model.weight)
+    (3, True)
+
 Copy alone.
 Needs: numpy, torch.
 """

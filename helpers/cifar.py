@@ -4,6 +4,14 @@ The binary version (`cifar-10-binary.tar.gz`) is fixed 3,073-byte records, 1 lab
 and 1,024 blue bytes, row-major, read here with `numpy.frombuffer`. Nothing is unpickled: the python version of the
 dataset is a pickle, and a pickle can run code, even through a restricted unpickler limited to NumPy's own types.
 
+Example:
+    >>> import tempfile
+    >>> images, labels = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8), torch.tensor([0, 1, 2, 9])
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     read = read_cifar10_batch(write_cifar10_batch(Path(tmp) / "test_batch.bin", images, labels))
+    >>> torch.equal(read[0], images), read[1].tolist()
+    (True, [0, 1, 2, 9])
+
 Copy alone.
 Needs: numpy, torch.
 """

@@ -8,6 +8,12 @@ which aliases at the 2-4x reductions a 224-px crop of a photograph needs. `roi_a
 averages every source pixel under an output pixel (an area filter) for all boxes in one kernel. Flip and jitter are
 kornia's (its ColorJitter reads a few device values on the host per batch: its order and which steps apply).
 
+Example:
+    >>> images = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8) for h, w in [(300, 400), (240, 180)]]
+    >>> augment = device_train_augment(64, mean=IMAGENET_MEAN, std=IMAGENET_STD)  # any sizes, one crop kernel
+    >>> augment(images).shape
+    torch.Size([2, 3, 64, 64])
+
 Copy with: images.py (the uint8 to float conversion).
 Needs: kornia, numpy, pillow, torch, torchvision; optional: torchcodec (batched decoding where installed).
 """

@@ -1,10 +1,18 @@
 """Scaling out with torchrun: the process group, DDP wrapping, per-rank seeds and shards, reductions across ranks.
 
 Launch any entry point of the course with torchrun, for example on one node with 4 GPUs:
-    torchrun --standalone --nproc_per_node 4 -m helpers.train cifar --profile full
+    torchrun --standalone --nproc_per_node 4 -m helpers.course.train cifar --profile full
 and on 2 nodes (run on each node, with its own --node_rank):
     torchrun --nnodes 2 --node_rank 0 --nproc_per_node 4 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
-        -m helpers.train cifar --profile full
+        -m helpers.course.train cifar --profile full
+
+Example:
+    >>> context = init_distributed()  # without torchrun: one process, no process group
+    >>> context.world_size, context.is_main, all_reduce_sum([1.0, 2.0], context)
+    (1, True, [1.0, 2.0])
+    >>> model = torch.nn.Linear(2, 2)
+    >>> unwrap_model(wrap_model(model, context)) is model, shard_range(10, DistributedContext(rank=1, world_size=4))
+    (True, slice(3, 6, None))
 
 Copy alone.
 Needs: torch.

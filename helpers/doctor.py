@@ -2,18 +2,25 @@
 cores, the copy to the GPU, or the step itself), how sure that is, what to try next and which lesson teaches it,
 measured two ways, and each report says which:
 
-- your own loop, unchanged: `python -m helpers.doctor train.py -- <its arguments>` runs the script under
-  instrumentation for a bounded number of steps (data-wait inside its DataLoader's `__next__` against the time
-  between batches, optimizer steps seen through PyTorch's global step hooks, the same loop on replayed batches as
-  the pre-made reference), stops it and diagnoses; in code, `with watch() as doctor: <your loop>` (doctor_watch.py);
+- your own loop, unchanged: `python -m helpers.doctor train.py -- <its arguments>` (from the course's checkout;
+  installed by `pip install`, `python -m feeding_the_gpu.doctor`) runs the script under instrumentation for a
+  bounded number of steps (data-wait inside its DataLoader's `__next__` against the time between batches, optimizer
+  steps seen through PyTorch's global step hooks, the same loop on replayed batches as the pre-made reference), stops
+  it and diagnoses; in code, `with watch() as doctor: <your loop>` (doctor_watch.py);
 - a controlled comparison: `diagnose(loader, step)` times interleaved blocks of your loader feeding your step
   against the same step on pre-made batches (a script defining `make_loader()` and `make_step()` gets this from the
   command line).
 
-    from helpers.doctor import diagnose, watch
-    print(diagnose(loader, step))            # loader: any iterable of batches; step: a TrainStep or f(batch)
+Both train the model they measure (see `diagnose`). The loader is any iterable of batches; the step a TrainStep, any
+f(inputs, targets) or f(batch).
 
-Both train the model they measure (see `diagnose`).
+Example:
+    >>> data = torch.utils.data.TensorDataset(torch.randn(64, 3), torch.randint(0, 2, (64,)))
+    >>> model = torch.nn.Linear(3, 2)
+    >>> def step(inputs, targets): torch.nn.functional.cross_entropy(model(inputs), targets).backward()
+    >>> diagnosis = diagnose(torch.utils.data.DataLoader(data, batch_size=8), step, steps=4, blocks=2, notify=None)
+    >>> diagnosis.method, diagnosis.trained_steps  # print(diagnosis): the verdict, how sure, what to try
+    ('a controlled comparison, diagnose(loader, step)', 22)
 
 Copy with: diagnosis.py (the report) with bottleneck.py, doctor_advice.py, pipeline_facts.py, env.py, loadmeter.py,
 measure.py, memory.py, pipeline_result.py, spread.py and safe_open.py; doctor_watch.py (your own loop, watched).
@@ -270,7 +277,7 @@ def load_script(path: str | Path) -> Any:
 def _arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """The doctor's own options, and the script's arguments after `--`."""
     mine, theirs = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    parser = argparse.ArgumentParser(prog="python -m helpers.doctor", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog=f"python -m {__package__ or 'helpers'}.doctor", description=main.__doc__)
     parser.add_argument("script", help="your training script, run as it is (or one defining make_loader/make_step)")
     parser.add_argument("--budget-s", type=float, default=10.0, help="seconds of timed blocks (default 10)")
     parser.add_argument("--blocks", type=int, default=3, help="interleaved fed / pre-made block pairs (default 3)")

@@ -2,7 +2,6 @@
 already uses; the task's own pieces), each change with the lesson of the course that teaches and measures it; and the
 notes that hold whatever the bottleneck (a knob that does nothing here, how a prefetching loader was measured).
 
-    >>> from helpers.pipeline_facts import PipelineFacts
     >>> facts = PipelineFacts(loader="DataLoader", num_workers=1, cpu_cores=2, intra_op_threads=1)
     >>> advice_for("LOADER COMPETES WITH THE STEP", facts)[0][:40]
     '- the CPU budget already holds (1 worker'

@@ -15,6 +15,19 @@ the one whose batches are followed by optimizer steps; an interval in which anot
 was read, or no optimizer step ran (the first micro-batches of a gradient accumulation), is not timed. Only
 DataLoader iterators are seen: a loader of another kind is measured with `doctor.diagnose` instead.
 
+Example:
+    >>> data = torch.utils.data.TensorDataset(torch.randn(64, 3), torch.randint(0, 2, (64,)))
+    >>> model, loader = torch.nn.Linear(3, 2), DataLoader(data, batch_size=8)
+    >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> with watch(budget_s=0.01, blocks=2, steps=3, warmup=2, notify=None) as doctor:
+    ...     for epoch in range(100):  # stopped at its next batch once measured
+    ...         for inputs, targets in loader:
+    ...             optimizer.zero_grad()
+    ...             torch.nn.functional.cross_entropy(model(inputs), targets).backward()
+    ...             optimizer.step()
+    >>> doctor.diagnosis().method, doctor.diagnosis().trained_steps  # print(doctor.diagnosis()) to read it all
+    ('your own loop as it ran, watched (watch)', 18)
+
 Copy with: diagnosis.py (the report) with bottleneck.py, doctor_advice.py, pipeline_facts.py, env.py, loadmeter.py,
 measure.py, memory.py, pipeline_result.py and spread.py.
 Needs: psutil, torch.
@@ -71,6 +84,11 @@ def _clone(batch: Any) -> Any:
     if isinstance(batch, (list, tuple)):
         return type(batch)(_clone(value) for value in batch)
     return batch
+
+
+def _same_dataset(loader: Any, train: Any) -> bool:
+    dataset = getattr(loader, "dataset", None)
+    return dataset is not None and dataset is getattr(train, "dataset", None)
 
 
 class Watch:
@@ -174,6 +192,8 @@ class Watch:
             raise DoctorStop(self._stop_reason())
         self._iterators.add(iterator)
         key = self._loader_of.get(iterator, iterator)
+        if self._train is not None and key is not self._train and _same_dataset(key, self._train):
+            self._train = key  # a new DataLoader over the training set: the loop builds its loader each epoch
         ours = self._train is None or key is self._train
         synchronize(self.device)  # the step's queued device work belongs to the interval it closes
         start = clock()

@@ -1,14 +1,17 @@
 """Verified, resumable downloads that abandon stalled transfers and refuse files of the wrong kind or size, safe
-when several processes fetch the same file at once; the archive extraction of `archives.py`, re-exported.
+when several processes fetch the same file at once; the archive extraction of `archives.py`, re-exported. Every
+transfer is bounded (its head by `timeout`, its body by a deadline, a byte cap and a stall rule, all enforced by
+shutting the socket); every failure is one of this module's errors, naming the URL and what to do.
 
-Every transfer is bounded (the reply's head within the timeout, the body within a deadline from the expected size,
-both enforced by shutting the socket, a byte cap, a stall rule) and its kind checked on its first bytes; an error
-status, a redirect loop or one to anything but http(s), a refused connection and a silent server are this module's
-errors naming the URL. A verified file is used without the lock (so from a
-read-only folder); what must be written says which folder and what to do.
+Example:
+    >>> import tempfile
+    >>> empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # the sha256 of no bytes
+    >>> with tempfile.TemporaryDirectory() as tmp:  # a verified file already at `dest` is used: nothing is fetched
+    ...     (Path(tmp) / "a.txt").touch()
+    ...     print(download("https://example.org/a.txt", Path(tmp) / "a.txt", sha256=empty).name)
+    a.txt
 
-Copy with: atomic.py (the inter-process lock, one-rename publish), safe_open.py (regular files only, no planted
-links followed), tar_scan.py (file kinds) and archives.py (the digest check, and safe extraction, re-exported).
+Copy with: atomic.py (lock, one-rename publish), safe_open.py (regular files), tar_scan.py and archives.py (digests).
 Needs: tqdm (the download's progress bar).
 """
 
@@ -162,8 +165,7 @@ def _server_error(url: str, error: urllib.error.HTTPError) -> ServerError:
 
 
 def _open(url: str, offset: int, timeout: float, watch: _Watch):
-    """The response to a GET of `url` (from `offset`), its status and headers within `timeout` s in all (redirects
-    included), or one of this module's errors naming the URL."""
+    """The response to a GET of `url` from `offset`, its head within `timeout` s in all (redirects included)."""
     request = urllib.request.Request(url, headers={"User-Agent": "feeding-the-gpu-course"})  # noqa: S310 (as below)
     if offset:
         request.add_header("Range", f"bytes={offset}-")
@@ -285,8 +287,7 @@ def _copy_body(response, out, bar, *, url: str, part: Path, start: int, bounds: 
 
 
 def _receive(response, part: Path, offset: int, *, url: str, progress: bool, bounds: _Bounds) -> None:
-    """Write a response body to `part` (appending from `offset`) within the deadline, or raise
-    IncompleteDownloadError."""
+    """Write a response body to `part` (appending from `offset`) within the deadline, else IncompleteDownloadError."""
     total = _declared_total(response, offset, bounds.size, bounds.cap, url=url)
     expected = total if total is not None else bounds.size if bounds.size is not None else bounds.cap
     deadline = bounds.deadline if bounds.deadline is not None else transfer_deadline(expected - offset)
@@ -345,11 +346,10 @@ def download(
     with `size`, a file of any other byte count; without, one past `max_bytes` (4 GiB unless given). A transfer
     whose status line and headers take over `timeout` s in all, slower than `stall` or not done within `deadline` s
     (default: transfer_deadline of the expected bytes) is abandoned, a read still waiting then included. A file is
-    only ever at `dest` once
-    complete and verified; a cut transfer raises IncompleteDownloadError (BadResponseError: a malformed reply;
-    ServerError: an error status, a bad redirect; UnreachableError: no reply) and leaves `dest.part` for the next
-    call to resume. A verified `dest` is used without the lock (so in a read-only folder); a folder that cannot be
-    written is atomic.DestinationError naming it. Processes fetching one `dest` take turns."""
+    only ever at `dest` once complete and verified; a cut transfer raises IncompleteDownloadError (BadResponseError:
+    a malformed reply; ServerError: an error status, a bad redirect; UnreachableError: no reply) and leaves
+    `dest.part` for the next call to resume. A verified `dest` is used without the lock (so in a read-only folder); a
+    folder that cannot be written is atomic.DestinationError naming it. Processes fetching one `dest` take turns."""
     if not (sha256 or md5 or insecure):
         raise ValueError(
             f"download({url!r}): pass sha256= or md5= (the digest published with the file); an unverified "

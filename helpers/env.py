@@ -1,5 +1,12 @@
 """The machine: which device to use, how many cores and how much memory there are, and a one-line environment report.
 
+Example:
+    >>> resolve_device("cpu"), usable_cpu_count() >= 1
+    (device(type='cpu'), True)
+    >>> report = environment_report(torch.device("cpu"))  # print(format_environment_report(report)): one line
+    >>> report["device"], report["cpu_cores"] == usable_cpu_count()
+    ('cpu', True)
+
 Copy alone.
 Needs: torch.
 """

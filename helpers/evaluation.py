@@ -1,6 +1,13 @@
 """Evaluation as papers do it: super-resolution PSNR-Y/SSIM-Y against bicubic on whole images, and classifier top-1,
 each rank evaluating its share under torchrun.
 
+Example:
+    >>> hr = torch.linspace(0, 1, 32).expand(3, 32, 32)  # a whole image, and below a crude half-size LR of it
+    >>> pairs = [(hr[:, ::2, ::2], hr)]
+    >>> scores = evaluate_sr(torch.nn.Upsample(scale_factor=2), pairs, scale=2, device="cpu")  # nearest neighbour
+    >>> round(scores["psnr_y"], 1), round(scores["bicubic_psnr_y"], 1)
+    (34.1, 37.2)
+
 Copy with: metrics.py and resize.py (the protocol), step.py (autocast dtypes) and distributed.py (reductions; a
 no-op on one process).
 Needs: torch.

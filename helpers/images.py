@@ -2,6 +2,13 @@
 place where uint8 pixels become float tensors in [0, 1], and the one way a loader's small host tensors (random draws,
 indices, boxes) reach the device without making the host wait.
 
+Example:
+    >>> image = Image.new("L", (4, 2), 255)  # greyscale, 4 x 2
+    >>> to_rgb(image).mode, to_uint8_tensor(to_rgb(image)).shape
+    ('RGB', torch.Size([3, 2, 4]))
+    >>> to_unit_float(torch.tensor([0, 51, 255], dtype=torch.uint8))
+    tensor([0.0000, 0.2000, 1.0000])
+
 Copy alone.
 Needs: numpy, pillow, torch.
 """

@@ -6,6 +6,13 @@ has (its boxes decode at full size, exactly as PIL does); a 4000x3000 photograph
 of the pixels or less. What this module saves is therefore the photograph's size against the output's: measure it
 on your own files (`jpeg_reduction` on the boxes `random_resized_crop_box` draws).
 
+Example:
+    >>> buffer = io.BytesIO()
+    >>> Image.new("RGB", (1600, 1200), (90, 140, 200)).save(buffer, "JPEG")  # a photograph-sized JPEG
+    >>> crop, box = decode_crop(buffer.getvalue(), 224, box=(0, 0, 1200, 1200))  # (top, left, height, width)
+    >>> crop.size, jpeg_reduction(box, 224)  # the 1200-px box decoded at 1/4 (300 px), then resized to 224
+    ((224, 224), 4)
+
 Copy with: images.py (the RGB conversion and the error that names a bad file).
 Needs: numpy, pillow, torch, torchvision.
 """

@@ -1,6 +1,14 @@
 """Loading batches: a DataLoader with per-worker and per-rank seeding and its knobs exposed, a sweep over those knobs,
 and a whole dataset held on the device as uint8 (no DataLoader at all).
 
+Example:
+    >>> data = torch.utils.data.TensorDataset(torch.zeros(10, 3), torch.arange(10))
+    >>> loader = make_loader(data, batch_size=4, seed=0)  # the same seed, the same batches on every worker count
+    >>> str(loader).split(", ")[0]  # print(loader): what it yields, its knobs and seed
+    'DataLoader (make_loader): 2 batches an epoch of 4'
+    >>> [labels.tolist() for _, labels in loader] == [labels.tolist() for _, labels in make_loader(data, 4, seed=0)]
+    True
+
 Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep) with loadmeter.py, memory.py,
 pipeline_result.py and spread.py.
 Needs: numpy, psutil, torch.

@@ -5,6 +5,17 @@ A timing taken while other programs kept the cores busy is not the pipeline's al
 table or verdict fed by a busy block can say it in words. psutil reads CPU times the same way on Linux, macOS and
 Windows: hand-writing /proc parsing would cover one of the three.
 
+Example:
+    >>> cpu_budget(workers=8, cores=4)  # (DataLoader workers, intra-op threads): the main process keeps a core
+    (3, 1)
+    >>> with intra_op_threads(1):
+    ...     torch.get_num_threads()
+    1
+    >>> meter = LoadMeter()
+    >>> meter.start(); reading = meter.stop()  # reading.other_cores: what other programs used meanwhile
+    >>> reading.cores == len(usable_cpus())
+    True
+
 Copy alone.
 Needs: psutil, torch.
 """

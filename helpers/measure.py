@@ -1,12 +1,16 @@
-"""Measuring an input pipeline: loader throughput, data-wait against compute, pipeline efficiency, peak memory (the
-pipeline doctor that turns those numbers into a verdict and what to try next is doctor.py).
+"""Measuring an input pipeline: loader throughput, data-wait against compute, efficiency, peak memory (for doctor.py).
 
-Every timed block starts after a device synchronisation and ends with one before the clock stops: on CUDA a host
-timer without it measures how fast kernels were queued. Between one step and the next a block waits for the current
-stream only (`synchronize_stream`), so a loader copying the next batch on a side stream (prefetch.PrefetchLoader)
-keeps that overlap and only the copy the step did not hide is charged as data-wait. The clock and the
-synchronisations are module attributes (`clock`, `synchronize`, `synchronize_stream`) so a test can record their
-order. Each block reads the load meter and, on CUDA, its own peak device memory (the peak counter is reset first).
+Every timed block starts and ends with a device synchronisation (on CUDA a host timer alone measures how fast kernels
+were queued); between steps it waits for the current stream only, so a loader's copy on a side stream (prefetch.py)
+keeps its overlap and only what the step did not hide is data-wait. `clock`, `synchronize` and `synchronize_stream` are
+module attributes (a test records their order). Each block reads the load meter and, on CUDA, its peak device memory.
+
+Example:
+    >>> model, loader = torch.nn.Linear(3, 1), [(torch.randn(8, 3), torch.zeros(8))] * 4
+    >>> def step(batch): model(batch[0]).sum().backward()
+    >>> result = measure_pipeline(loader, step, torch.device("cpu"), steps_per_block=2, blocks=2)
+    >>> result.steps, result.fed_samples_per_s > 0  # and pipeline_efficiency, data_wait_ms, compute_ms, ranges
+    (4, True)
 
 Copy with: loadmeter.py, memory.py, pipeline_result.py, spread.py.
 Needs: psutil, torch.
@@ -44,8 +48,7 @@ def synchronize(device: torch.device) -> None:
 
 
 def synchronize_stream(device: torch.device) -> None:
-    """Wait for the work queued on the current stream of `device` (a side stream's work, such as a prefetcher's copy
-    of the next batch, goes on); on a CPU there is nothing to wait for."""
+    """Wait for the current stream of `device` only (a side stream's work, a prefetcher's copy, goes on); CPU: none."""
     if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
 
@@ -271,9 +274,8 @@ class PipelineProbe:
         return [n / t for t, n in {"alone": self.alone, "fed": self.fed, "premade": self.premade}[kind]]
 
     def drain(self, batches: int | None = None) -> None:
-        """Draw batches untimed: by default what the loader holds ready (`batches_ahead`: its workers' or its
-        thread's), at least one, so a turn neither counts batches made while others ran nor the workers' start-up
-        after `pause()`."""
+        """Draw batches untimed: by default what the loader holds ready (`batches_ahead`), at least one, so a turn
+        counts neither batches made while others ran nor the workers' start-up after `pause()`."""
         ready = batches_ahead(self.source.loader)
         for _ in range(max(1, ready) if batches is None else batches):
             next(self.source)
@@ -320,8 +322,7 @@ class PipelineProbe:
             raise ValueError("record as many fed blocks as pre-made ones (at least one of each) before result()")
         fed_rates, premade_rates = self.rates("fed"), self.rates("premade")
         ratios = Spread.of([f / p for f, p in zip(fed_rates, premade_rates, strict=True)])
-        waits = [1000 * statistics.median(block) for block in self.waits]
-        computes = [1000 * statistics.median(block) for block in self.computes]
+        waits, computes = (Spread.of([1000 * statistics.median(b) for b in bs]) for bs in (self.waits, self.computes))
         peak_device = max((peak for _, peak in self.device_memory), default=None)  # None off CUDA
         return PipelineResult(
             fed_samples_per_s=sum(n for _, n in self.fed) / sum(t for t, _ in self.fed),
@@ -336,8 +337,8 @@ class PipelineProbe:
             fed_samples_per_s_range=Spread.of(fed_rates).range,
             premade_step_ms=1000 * statistics.median([t / n * self.batch_samples for t, n in self.premade]),
             premade_samples_per_s_range=Spread.of(premade_rates).range,
-            data_wait_ms_range=Spread.of(waits).range,
-            compute_ms_range=Spread.of(computes).range,
+            data_wait_ms_range=waits.range,
+            compute_ms_range=computes.range,
             load=self.meter.total(),
         )
 
@@ -382,10 +383,9 @@ def measure_pipelines(
     blocks: int = 3,
     warmup: int = 2,
 ) -> dict[str, PipelineResult]:
-    """Several (loader, step) pipelines measured side by side: every probe is built and warmed up, each sized so that
-    its `blocks` fed + pre-made pairs take about its share of `budget_s`, then the blocks run round-robin, pipeline
-    after pipeline, so a burst of load on the machine hits all of them alike; a pipeline's loader workers run only
-    during its own turn. Each result has its ranges."""
+    """Several (loader, step) pipelines measured side by side: every probe built, warmed up and sized so that its
+    `blocks` fed + pre-made pairs take its share of `budget_s`, then the blocks run round-robin, so a burst of load
+    on the machine hits all alike; a pipeline's loader workers run only during its own turn. Each has its ranges."""
     probes, sizes, share_s = {}, {}, budget_s / len(pipelines) / blocks
     for name, (loader, step) in pipelines.items():  # each built, warmed up and sized, then its workers stopped
         probes[name] = PipelineProbe(loader, step, device, warmup=warmup)

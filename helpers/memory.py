@@ -1,11 +1,21 @@
 """Memory readings for measurements: this process's peak and current resident set size, the device's peak and
 current allocation, and the memory free for new tensors.
 
+Example:
+    >>> cpu = torch.device("cpu")
+    >>> peak_device_memory_bytes(cpu), allocated_device_memory_bytes(cpu)  # the CUDA allocator's counters
+    (None, None)
+    >>> rss, peak = current_rss_bytes(), peak_rss_bytes()  # bytes (None where the system does not say)
+    >>> rss is None or peak >= rss
+    True
+
 Copy alone.
 Needs: torch.
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 
@@ -44,7 +54,8 @@ def peak_rss_bytes() -> int | None:
         return peak
     if resource is None:
         return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # macOS reports bytes, Linux and the BSDs KiB
 
 
 def reset_peak_device_memory(device: torch.device) -> None:

@@ -1,6 +1,14 @@
 """Metrics as papers compute them: PSNR and SSIM on the BT.601 Y channel with the border cropped, the bicubic baseline,
 and top-1 accuracy.
 
+Example:
+    >>> hr = torch.linspace(0, 1, 24).expand(1, 3, 24, 24)  # (N, 3, H, W) in [0, 1]
+    >>> sr = quantize(hr * 0.95)  # what a saved 8-bit result holds
+    >>> psnr_y(hr, hr, scale=2), round(psnr_y(sr, hr, scale=2).item(), 2), round(ssim_y(sr, hr, scale=2).item(), 4)
+    (tensor([inf], dtype=torch.float64), 32.37, 0.9979)
+    >>> top1_accuracy(torch.tensor([[2.0, 1.0], [0.0, 3.0]]), torch.tensor([0, 0]))
+    0.5
+
 Copy with: resize.py (MATLAB-compatible bicubic for the baseline).
 Needs: torch.
 """

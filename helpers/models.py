@@ -1,6 +1,13 @@
 """Models the course trains: ESPCN and a small EDSR-style network for super-resolution, ResNet18 with the CIFAR stem,
 a small CNN for CPU runs, and a patch discriminator for GAN super-resolution.
 
+Example:
+    >>> model = build_model("espcn", scale=2)  # by name, as the course's recipes choose it
+    >>> describe_model("espcn", scale=2), model(torch.rand(1, 3, 16, 16)).shape
+    ('ESPCN (scale 2)', torch.Size([1, 3, 32, 32]))
+    >>> build_model("small", num_classes=10)(torch.rand(2, 3, 32, 32)).shape
+    torch.Size([2, 10])
+
 Copy with: resize.py (the bicubic skip is the same MATLAB bicubic as the baseline).
 Needs: torch, torchvision.
 """

@@ -2,6 +2,14 @@
 device, the step's precision): the pipeline doctor's advice (doctor_advice.py) starts from these, so that it never
 asks you to adopt what you already use, and names the pieces for your task (classifier or SR).
 
+Example:
+    >>> data = torch.utils.data.TensorDataset(torch.zeros(8, 3, 32, 32, dtype=torch.uint8), torch.zeros(8).long())
+    >>> loader = torch.utils.data.DataLoader(data, batch_size=4)
+    >>> batch = describe_batch(next(iter(loader)))  # dtype, device and shape of its inputs and targets
+    >>> facts = describe_pipeline(loader, torch.nn.Linear(4, 1), torch.device("cpu"), batch)
+    >>> facts.loader, facts.dataset, facts.num_workers, facts.inputs_dtype, facts.task
+    ('DataLoader', 'TensorDataset', 0, 'torch.uint8', 'classification')
+
 Copy with: env.py (the usable cores). The course's pieces are recognised by class name, so this file needs none of
 them.
 Needs: torch; optional: psutil (free memory on a CPU).

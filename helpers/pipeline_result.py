@@ -1,6 +1,14 @@
 """What measuring one loader feeding one step gives: fed against pre-made throughput, data-wait against compute, each
 with its range over blocks, peak memory and the load meter's reading (helpers.measure.PipelineProbe makes these).
 
+Example:
+    >>> result = PipelineResult(
+    ...     fed_samples_per_s=800.0, premade_samples_per_s=1000.0, pipeline_efficiency=0.8, data_wait_ms=2.0,
+    ...     compute_ms=8.0, steps=30, peak_rss_mib=512.0, peak_device_mib=None,
+    ... )
+    >>> result.data_wait_fraction  # measure.measure_pipeline makes these from timed blocks
+    0.2
+
 Copy with: loadmeter.py (the load meter's reading), spread.py (each number with its range).
 Needs: psutil, torch.
 """

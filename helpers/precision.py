@@ -2,6 +2,16 @@
 a range per candidate, a choice that says when the candidates are within the noise, and a small JSON cache so a
 choice is measured once per device and model, not at every start-up.
 
+Example:
+    >>> choice = choose_precision({"fp32": [10.0, 10.4, 11.0], "bf16": [6.0, 6.2, 6.5]}, device="cpu")  # ms per step
+    >>> choice.precision, choice.within_noise
+    ('bf16', False)
+    >>> choose_precision({"fp32": [10.0, 12.0], "bf16": [9.5, 11.0]}, device="cpu").precision  # within the noise
+    'fp32'
+    >>> times = interleaved_times({"sum": lambda: torch.ones(9).sum(), "mean": lambda: torch.ones(9).mean()}, rounds=3)
+    >>> {name: len(ms) for name, ms in times.items()}  # one value per round, the candidates taking turns
+    {'sum': 3, 'mean': 3}
+
 Copy with: step.py (the training step it times), spread.py (medians with their ranges).
 Needs: torch.
 """

@@ -2,6 +2,14 @@
 turns uint8 images into normalised float, on a side CUDA stream while the current step runs (the idea of timm's
 PrefetchLoader), and a background thread that produces the next batches while the step runs.
 
+Example:
+    >>> batches = [(torch.full((2, 3, 4, 4), 255, dtype=torch.uint8), torch.tensor([0, 1]))] * 3
+    >>> images, labels = next(iter(PrefetchLoader(batches, "cpu", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))))
+    >>> images.dtype, images.unique(), labels  # on CUDA, copied and normalised on a side stream
+    (torch.float32, tensor([1.]), tensor([0, 1]))
+    >>> list(BackgroundPrefetcher(range(5), depth=2))  # made in a thread, two ahead of the consumer
+    [0, 1, 2, 3, 4]
+
 Copy alone.
 
 Needs: torch.

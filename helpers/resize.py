@@ -1,5 +1,13 @@
 """MATLAB-compatible bicubic resizing (`imresize`) in torch, to make LR inputs and bicubic baselines as SR papers do.
 
+Example:
+    >>> images = torch.rand(1, 3, 32, 32)
+    >>> downscale(images, 4).shape, upscale(images, 2).shape, imresize(images, size=(20, 30)).shape
+    (torch.Size([1, 3, 8, 8]), torch.Size([1, 3, 64, 64]), torch.Size([1, 3, 20, 30]))
+    >>> imresize(torch.full((1, 4, 4), 0.5), 0.5)  # a constant image stays constant
+    tensor([[[0.5000, 0.5000],
+             [0.5000, 0.5000]]])
+
 Copy alone.
 Needs: torch.
 

@@ -9,6 +9,16 @@ records, so a truncated store is built again. A reader checks the identity when 
 (a DataLoader worker) maps the pixels, so it never serves one build's pixels through another build's index. Every
 file is opened as a regular file: a FIFO or a device in the store is named, never read forever.
 
+Example:
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     for i, size in enumerate([(400, 300), (200, 320)]):
+    ...         Image.new("RGB", size).save(f"{tmp}/{i}.png")
+    ...     samples = [(f"{tmp}/0.png", 0), (f"{tmp}/1.png", 1)]  # (path, label), as ImageFolder(root).samples
+    ...     store = ResizedStore(build_resized_store(samples, f"{tmp}/store", short_side=64))
+    ...     print(store.image(0).shape, store.image(1).shape, StoreCropDataset(store, 32)[1][0].shape)
+    (64, 85, 3) (102, 64, 3) torch.Size([3, 32, 32])
+
 Copy with: atomic.py with safe_open.py (the safe build-once, regular files only), images.py (decoding that names a
 bad file), jpeg_crop.py (the crop box).
 Needs: numpy, pillow, torch, torchvision.

@@ -6,6 +6,16 @@ Readers follow a link the user made (a folder of links to images is common) but 
 `O_NOFOLLOW`, and scratch names with `O_EXCL` as well, so a link someone else planted at a scratch name is refused
 instead of redirecting the write into their file.
 
+Example:
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     os.mkfifo(Path(tmp) / "data.bin")  # a FIFO where a file is expected: named at once, never read forever
+    ...     try:
+    ...         read_regular_bytes(Path(tmp) / "data.bin")
+    ...     except NotRegularFileError as error:
+    ...         print(str(error).split("; ")[0].replace(tmp, "TMP"))
+    [Errno 22] TMP/data.bin: is a FIFO (named pipe), not a regular file
+
 Copy alone.
 Needs: the standard library only.
 """

@@ -12,6 +12,16 @@ regular file (a FIFO or device is named, never read forever), no file past `memb
 a shard's headers get tar_scan.py's checks before tarfile acts on them (a shard of another tool may be crafted).
 Compressed shards (.tar.gz ...) are read too; a sample with a member twice is an error, not a wds ValueError.
 
+Example:
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     samples = [(f"{tmp}/{i}.txt", i % 2) for i in range(4)]  # (file, label): JPEGs as a rule
+    ...     for path, label in samples: _ = Path(path).write_text(f"sample {label}")
+    ...     shards = write_shards(samples, f"{tmp}/shards", per_shard=2)
+    ...     data = shard_dataset(shards, lambda sample: (sample["txt"], sample_label(sample)), shuffle_buffer=0)
+    ...     print([shard.name for shard in shards], list(data))
+    ['shard-000000.tar', 'shard-000001.tar'] [(b'sample 0', 0), (b'sample 1', 1), (b'sample 0', 0), (b'sample 1', 1)]
+
 Copy with: atomic.py with safe_open.py (the shards are published complete, once; regular files only).
 Needs: webdataset.
 """

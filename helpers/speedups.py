@@ -7,6 +7,14 @@ The fast choice is the default where it is safe: fused/foreach optimizers, cudnn
 and channels_last with AMP on CUDA. torch.compile is opt-in: it costs compile time at start-up (and again for
 every new input shape) and needs a toolchain (a C++ compiler on a CPU; Triton and a host C compiler on CUDA).
 
+Example:
+    >>> model = torch.nn.Linear(4, 1)
+    >>> optimizer, how = fast_optimizer("adamw", model.parameters(), device="cpu", lr=1e-3)
+    >>> type(optimizer).__name__, how
+    ('AdamW', 'adamw fused on cpu')
+    >>> list(speedup_variants("cpu"))[:3]  # the rows measure_speedups times, interleaved; then torch.compile's
+    ['plain step (foreach off)', 'fused/foreach optimizer', 'channels_last']
+
 Copy with: step.py and precision.py (the step it speeds up and the interleaved timing) with spread.py.
 Needs: torch.
 """

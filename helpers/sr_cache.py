@@ -1,9 +1,15 @@
-"""A decoded uint8 cache for super-resolution (every image decoded once, LR made once, in memory or memory-mapped
-files shared by every worker and rank), and two loaders of paired crops from it: crops gathered on the CPU and sent as
-uint8, or the zero-CPU pipeline that cuts crops and makes LR on the device.
+"""A decoded uint8 cache for super-resolution (images decoded and LR made once, in memory or in memory-mapped files
+workers and ranks share) and two loaders of paired crops: gathered on the CPU, or cut (LR made too) on the device.
 
-Copy with: sr_data.py, images.py, resize.py (decoding, geometry, flips, MATLAB bicubic), atomic.py (safe
-concurrent on-disk builds), safe_open.py (regular files only) and prefetch.py (the background producer thread).
+Example:
+    >>> import tempfile, PIL.Image
+    >>> with tempfile.TemporaryDirectory() as tmp:  # decoded once, in memory (or memory-mapped files: cache_dir=)
+    ...     PIL.Image.new("RGB", (64, 48)).save(f"{tmp}/0.png")
+    ...     [x.shape for x in next(iter(CachedCropLoader(DecodedSRCache(tmp, scale=2), batch_size=4, hr_crop=32)))]
+    [torch.Size([4, 3, 16, 16]), torch.Size([4, 3, 32, 32])]
+
+Copy with: sr_data.py, images.py, resize.py (decoding, geometry, LR), atomic.py (safe concurrent on-disk builds),
+safe_open.py (regular files only) and prefetch.py (the background producer thread).
 Needs: numpy, pillow, torch; optional: kornia (sr_data.PairedSRAugment's colour jitter).
 """
 
@@ -51,12 +57,10 @@ def _fingerprint(paths: Sequence[Path], scale: int, shapes: Sequence[tuple[int, 
 class DecodedSRCache:
     """Every HR image decoded once and its LR made once, in two contiguous uint8 stores (memory or memory-mapped).
 
-    Images are stored height x width x RGBX (a padding byte per pixel): each crop row is one contiguous run of
-    bytes, and each pixel one 32-bit word, which makes flips and rotations cheap. Batches come out as NCHW uint8.
-
-    `sample(batch_size, hr_crop=..., generator=...)` takes a batch of aligned paired crops (LR origin x scale = HR
-    origin) by tensor indexing. With `cache_dir`, the stores are files built once (space reserved first) by one of
-    the processes sharing them, rebuilt when a source changes or a file does not match its metadata (`rebuild_reason`).
+    Images are stored height x width x RGBX (a padding byte per pixel): each crop row is one contiguous run of bytes,
+    and each pixel one 32-bit word, which makes flips and rotations cheap; `sample` takes aligned crops by tensor
+    indexing. With `cache_dir`, the stores are files built once (space reserved first) by one of the processes sharing
+    them, rebuilt when a source changes or a file does not match its metadata (`rebuild_reason`).
     """
 
     def __init__(
@@ -150,8 +154,7 @@ class DecodedSRCache:
         return None
 
     def _build_on_disk(self, staging: Path) -> None:
-        """Decode everything into the files of a private staging folder, reserved on disk first (one builder at a
-        time: the others wait for its cache)."""
+        """Decode everything into a private staging folder's files, reserved on disk first (others wait for it)."""
         shapes = self.header_shapes
         self._layout(shapes)
         stores = []
@@ -203,9 +206,8 @@ class DecodedSRCache:
         return lr[..., :3].permute(2, 0, 1), hr[..., :3].permute(2, 0, 1)
 
     def _paired_crops(self, images: list[int], ys: list[int], xs: list[int], hr_crop: int, choices: list[int]):
-        # Each RGBX pixel is one 32-bit word, and NumPy views may have negative strides: a crop, its flips and its
-        # transpose are all free views, and one np.stack per batch makes the only copy. (NumPy slicing costs a
-        # fraction of torch's per-call overhead, which dominates at 16 small crops per batch.)
+        # RGBX pixels are 32-bit words and NumPy views may have negative strides: crops, flips and transposes are free
+        # views, one np.stack per batch the only copy (NumPy slicing: a fraction of torch's per-call overhead per crop).
         s, lr_crop = self.scale, hr_crop // self.scale
         hr_words, lr_words = self.hr_store.numpy().view(np.int32), self.lr_store.numpy().view(np.int32)
         hr_views, lr_views = [], []
@@ -236,10 +238,8 @@ class DecodedSRCache:
     def sample(
         self, batch_size: int, *, hr_crop: int, generator: torch.Generator, augment: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """A batch of aligned paired uint8 crops: (B, 3, hr_crop/scale, ...) LR and (B, 3, hr_crop, hr_crop) HR.
-
-        With `augment`, each pair gets its own random flip/rot90, the same on LR and HR.
-        """
+        """A batch of aligned paired uint8 crops (LR origin x scale = HR origin): (B, 3, hr_crop/scale, ...) LR and
+        (B, 3, hr_crop, hr_crop) HR; with `augment`, each pair gets its own random flip/rot90, the same on LR and HR."""
         if hr_crop not in self._checked_crops:
             check_sr_geometry(self.scale, hr_crop)
             too_small = (self.shapes < hr_crop).any(1).nonzero().flatten().tolist()

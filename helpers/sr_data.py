@@ -3,6 +3,16 @@ rotations, lazy random crops made in `__getitem__`, paired device augmentation, 
 the options a script being replaced may need: the Y channel, PIL's resampling for LR, centre crops, DataLoader-like
 batches per epoch.
 
+Example:
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     Image.new("RGB", (90, 70)).save(f"{tmp}/0.png")
+    ...     lr, hr = LazyCropSRDataset(tmp, scale=2, hr_crop=32, seed=0)[0]  # a random HR crop and its LR
+    >>> lr.shape, hr.shape
+    (torch.Size([3, 16, 16]), torch.Size([3, 32, 32]))
+    >>> make_lr(torch.rand(3, 32, 32), 4).shape  # MATLAB's bicubic, as papers make LR
+    torch.Size([3, 8, 8])
+
 Copy with: images.py (safe decoding, uint8 to float) and resize.py (MATLAB-compatible bicubic).
 Needs: numpy, pillow, torch; optional: kornia (PairedSRAugment's colour jitter).
 

@@ -4,6 +4,13 @@ scaled by its real size), skipped overflow steps counted (the scheduler waits fo
 from device-side flags, without a host synchronisation per micro-batch; plus a GAN super-resolution step that feeds
 generator and discriminator from one batch.
 
+Example:
+    >>> model = torch.nn.Linear(4, 1)
+    >>> step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.MSELoss(), device="cpu")
+    >>> result = step(torch.ones(8, 4), torch.zeros(8, 1))  # autocast, backward, optimizer step; no host sync
+    >>> result.loss.shape, native_precisions("cpu")[0]
+    (torch.Size([]), 'fp32')
+
 Copy alone (precision.py, with this file, chooses the precision by measurement).
 Needs: torch.
 """

@@ -14,6 +14,15 @@ names no file system can hold (a NUL byte, a part over `NAME_MAX` bytes), modifi
 archives past their `ExtractLimits`, and returns each member's (name, size, data offset) so the caller can check
 that `tarfile` reads the same members. Its memory is bounded by one MiB read at a time plus the meta headers.
 
+Example:
+    >>> import io, tarfile
+    >>> archive = io.BytesIO()
+    >>> with tarfile.open(fileobj=archive, mode="w") as tar:
+    ...     tar.addfile(tarfile.TarInfo("a.txt"), io.BytesIO())
+    >>> members = scan_tar(io.BytesIO(archive.getvalue()), ExtractLimits(10, 2**20, 2**20), where="a.tar")
+    >>> kind_of_head(archive.getvalue()[:512]), [(member.name, member.size) for member in members]
+    ('tar', [('a.txt', 0)])
+
 Copy alone.
 Needs: the standard library only.
 """

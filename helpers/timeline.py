@@ -1,6 +1,15 @@
 """Seeing the wait: a per-step timeline of data-wait against compute, a torch.profiler trace with named ranges for
 fetch, copy and step, and on CUDA the GPU's utilisation sampled with NVML while a loop runs.
 
+Example:
+    >>> loader = [(torch.randn(8, 3), torch.zeros(8))] * 4
+    >>> model = torch.nn.Linear(3, 1)
+    >>> rows = step_timeline(loader, lambda batch: model(batch[0]).sum().backward(), steps=3, device="cpu")
+    >>> len(rows), sorted(rows[0])  # per step: when it started, seconds waiting for the batch, seconds computing
+    (3, ['compute_s', 'start_s', 'wait_s'])
+    >>> sorted(timeline_summary(rows))
+    ['max_wait_s', 'median_compute_s', 'median_wait_s', 'steps', 'wait_fraction']
+
 Copy with: measure.py (synchronize, to_device, and _Restarting: a loader's batches epoch after epoch) with loadmeter.py,
 memory.py, pipeline_result.py and spread.py.
 

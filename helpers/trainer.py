@@ -1,6 +1,17 @@
 """A resumable trainer in three pieces, like torchvision's references: `restore` a checkpoint, `train_one_epoch`, and
 `save_training_state`; `fit` is the short loop that joins them (with evaluation, history and DDP).
 
+Example:
+    >>> import tempfile
+    >>> model = torch.nn.Linear(4, 1)
+    >>> step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.MSELoss(), device="cpu")
+    >>> data = [(torch.randn(8, 4), torch.randn(8, 1))] * 3
+    >>> with tempfile.TemporaryDirectory() as tmp:  # fit = restore + train_one_epoch + save_training_state, repeated
+    ...     history = fit(model, data, step, epochs=2, checkpoint_dir=tmp, progress=False)
+    ...     state, _ = restore(Path(tmp), model=model, step=step)  # where a resumed run would start
+    >>> len(history), state.epoch
+    (2, 2)
+
 Copy with: step.py (the mixed-precision step), checkpoint.py (atomic checkpoints, RNG states), distributed.py
 (DDP reductions; a no-op on one process) and atomic.py with safe_open.py (the history file).
 Needs: numpy, torch, tqdm (the progress bar).

@@ -1,4 +1,4 @@
-"""One rank of the DDP error-path test (tests/test_distributed_errors.py), started as a plain process (no torchrun
+"""One rank of the DDP error-path test (tests/test_distributed.py), started as a plain process (no torchrun
 agent to stop a hung peer): two gloo ranks on loopback train a small DDP model with `fit`, and rank 1's fourth batch
 is NaN, so its TrainStep raises NonFiniteLossError while rank 0 goes on into the next step's all-reduce. The run is
 wrapped as helpers/course/recipe_run.py wraps it: `cleanup_distributed(failed=...)` in a `finally`."""

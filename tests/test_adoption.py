@@ -1,4 +1,4 @@
-"""The README's adoption diffs, run on small stand-in data: the data paths of an ESPCN super-resolution script
+"""docs/adopting.md's adoption diffs, run on small stand-in data: the data paths of an ESPCN super-resolution script
 (BSDS300 photographs, the Y of PIL's YCbCr, a centre crop, LR by torchvision's Resize on the PIL image, a shuffled
 DataLoader) and of a torchvision CIFAR10 classifier script (RandomCrop(32, padding=4) + RandomHorizontalFlip +
 Normalize, a shuffled DataLoader), each written here in a few lines of our own, against the swapped-in helpers: the
@@ -204,18 +204,18 @@ def test_cifar_device_augment_draws_what_the_scripts_transforms_draw():
     assert float((_padded_views(source[0]) - sample).abs().amax(dim=(1, 2, 3)).min()) < 1e-6  # the same family
 
 
-# --- the README's diffs themselves, executed ---------------------------------------------------------------------
+# --- docs/adopting.md's diffs themselves, executed ---------------------------------------------------------------------
 
 
-def readme_diffs() -> list[str]:
-    """The code a README adoption diff leaves (context and added lines), with `mine` the helpers package."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def adoption_diffs() -> list[str]:
+    """The code an adoption diff (docs/adopting.md) leaves (context and added lines), with `mine` the helpers package."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "adopting.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```diff\n(.*?)```", text, flags=re.S)
     kept = ["\n".join(line[1:] for line in block.splitlines() if line[:1] in "+ ") for block in blocks]
     return [code.replace("from mine.", "from helpers.") for code in kept]
 
 
-def test_the_readme_sr_diffs_run_and_keep_the_scripts_batches(tmp_path, capsys):
+def test_the_adoption_sr_diffs_run_and_keep_the_scripts_batches(tmp_path, capsys):
     from skimage import data as skdata
 
     photo = skdata.astronaut()
@@ -223,13 +223,13 @@ def test_the_readme_sr_diffs_run_and_keep_the_scripts_batches(tmp_path, capsys):
         crop = np.ascontiguousarray(photo[5 * i : 5 * i + 270, 9 * i : 9 * i + 300])
         Image.fromarray(crop).save(tmp_path / f"{i}.png")
     paths = sorted(tmp_path.glob("*.png"))
-    sr = [d for d in readme_diffs() if "LazyCropSRDataset" in d or "DeviceSRCropLoader" in d]
+    sr = [d for d in adoption_diffs() if "LazyCropSRDataset" in d or "DeviceSRCropLoader" in d]
     assert len(sr) == 2
     script = ScriptSRDataset(paths, 256, 4)
     for code in sr:
         opt = SimpleNamespace(upscale_factor=4, batchSize=4, threads=0)
         scope = {"opt": opt, "device": "cpu", "DataLoader": DataLoader}
-        exec(code.replace("dataset/BSDS300/images/train", str(tmp_path)), scope)  # noqa: S102 (the README's code)
+        exec(code.replace("dataset/BSDS300/images/train", str(tmp_path)), scope)  # noqa: S102 (docs/adopting.md's code)
         loader = scope["training_data_loader"]
         assert [len(hr) for _, hr in loader] == [len(hr) for _, hr in DataLoader(script, batch_size=4)] == [4, 4, 2]
         lr, hr = next(iter(loader))
@@ -239,12 +239,12 @@ def test_the_readme_sr_diffs_run_and_keep_the_scripts_batches(tmp_path, capsys):
     assert "3 batches an epoch of 4 (the last of 2)" in capsys.readouterr().out
 
 
-def test_the_readme_cifar_diff_runs_and_keeps_the_scripts_batches(capsys):
-    (code,) = [d for d in readme_diffs() if "CIFAR10" in d]
+def test_the_adoption_cifar_diff_runs_and_keeps_the_scripts_batches(capsys):
+    (code,) = [d for d in adoption_diffs() if "CIFAR10" in d]
     stand_in = _script_cifar(300, None)
     torchvision = SimpleNamespace(datasets=SimpleNamespace(CIFAR10=lambda **options: stand_in))
     scope = {"torch": torch, "torchvision": torchvision, "device": "cpu"}
-    exec(code, scope)  # noqa: S102 (the README's code)
+    exec(code, scope)  # noqa: S102 (docs/adopting.md's code)
     script = DataLoader(_script_cifar(300, T.ToTensor()), batch_size=128, shuffle=True)
     loader = scope["trainloader"]
     assert [len(y) for _, y in loader] == [len(y) for _, y in script] == [128, 128, 44]
@@ -259,9 +259,9 @@ IMAGENET_MEAN_STD = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))  # presets.Cl
 
 
 def reference_hunks() -> list[tuple[str, str]]:
-    """(header, code) for each hunk of the README's diff against torchvision's classification reference: the lines it
+    """(header, code) for each hunk of docs/adopting.md's diff against torchvision's classification reference: the lines it
     keeps and adds, dedented, with `mine` the helpers package."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[1] / "docs" / "adopting.md").read_text(encoding="utf-8")
     (block,) = [b for b in re.findall(r"```diff\n(.*?)```", text, flags=re.S) if "ClassificationPresetTrain" in b]
     hunks = []
     for part in re.split(r"^@@ (.*?) @@\n", block, flags=re.M)[1:]:
@@ -288,14 +288,14 @@ def train_folder(tmp_path_factory):
     return root
 
 
-def test_the_readme_torchvision_reference_diff_runs_and_keeps_the_references_meaning(
+def test_the_adoption_torchvision_reference_diff_runs_and_keeps_the_references_meaning(
     train_folder, tmp_path, capsys, monkeypatch
 ):
     hunks = dict(reference_hunks())
     assert len(hunks) == 6
     store_hunk, loader_hunk, model_hunk, setup_hunk, batch_hunk, args_hunk = hunks.values()
     parser = argparse.ArgumentParser()
-    exec(args_hunk, {"parser": parser})  # noqa: S102 (the README's code)
+    exec(args_hunk, {"parser": parser})  # noqa: S102 (docs/adopting.md's code)
     args = parser.parse_args(["--store", str(tmp_path / "store"), "--store-short-side", "48"])
     args.workers, args.batch_size, args.amp = 16, 4, False  # the reference's default workers: 16
     scope = {"torch": torch, "torchvision": torchvision, "args": args, "traindir": str(train_folder)}

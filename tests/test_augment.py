@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import kornia.augmentation as K
+import pytest
 import torch
 from torchvision.transforms import functional as F
 
@@ -12,7 +14,9 @@ from helpers.augment import (
     BatchHorizontalFlip,
     BatchRandomCrop,
     NormalizeToFloat,
+    ToUnitFloat,
     cifar_train_augment,
+    denormalize,
     normalize_only,
     torchvision_cifar_augment,
 )
@@ -106,3 +110,132 @@ def test_the_crop_gather_flips_per_sample_when_asked():
         for crop in out
     ]
     assert 0.35 < sum(flipped) / len(flipped) < 0.65
+
+
+def _same_images(batch: int = 400, size: int = 6) -> torch.Tensor:
+    one = torch.arange(3 * size * size, dtype=torch.float32).view(3, size, size)
+    return one.expand(batch, -1, -1, -1).contiguous()
+
+
+def _flipped_share(op: torch.nn.Module, images: torch.Tensor) -> float:
+    out = op(images)
+    flipped = torch.tensor([torch.equal(o, images[0].flip(-1)) for o in out])
+    kept = torch.tensor([torch.equal(o, images[0]) for o in out])
+    assert bool((flipped | kept).all())
+    return float(flipped.float().mean())
+
+
+class TestFlipShare:
+    """The crop's and the flip's share of flipped samples is the probability asked for (at every p, not only at 0.5
+    where a reversed comparison gives the same share)."""
+
+    @pytest.mark.parametrize(("p", "low", "high"), [(1.0, 1.0, 1.0), (0.2, 0.12, 0.28), (0.0, 0.0, 0.0)])
+    def test_the_crop_flips_the_share_of_samples_it_is_asked_to(self, p, low, high):
+        torch.manual_seed(0)
+        assert low <= _flipped_share(BatchRandomCrop(6, padding=0, flip_p=p), _same_images()) <= high
+
+    @pytest.mark.parametrize(("p", "low", "high"), [(1.0, 1.0, 1.0), (0.2, 0.12, 0.28)])
+    def test_the_flip_flips_the_share_of_samples_it_is_asked_to(self, p, low, high):
+        torch.manual_seed(0)
+        assert low <= _flipped_share(BatchHorizontalFlip(p), _same_images()) <= high
+
+
+def _ops(augment: torch.nn.Module) -> dict[type, torch.nn.Module]:
+    ops = {type(m): m for m in augment}
+    assert len(ops) == len(list(augment)), "one op of each kind"
+    return ops
+
+
+class TestCifarPreset:
+    """The CIFAR training preset is what its docstring says: on uint8, a 32-px crop after 4-px reflect padding with the
+    flip in the same copy, then float, ColorJitter (brightness, contrast, saturation; no hue) with a probability,
+    grayscale, and one Normalize to float; each argument reaches its op, and an image comes out normalised."""
+
+    def test_the_preset_holds_every_op_in_order_with_the_standard_cifar_crop(self):
+        augment = cifar_train_augment()
+        kinds = [type(m) for m in augment]
+        wanted = [BatchRandomCrop, ToUnitFloat, K.ColorJitter, K.RandomGrayscale, NormalizeToFloat]
+        assert kinds == wanted  # crop and flip on uint8 first: the float conversion happens on the cropped batch
+        crop = _ops(augment)[BatchRandomCrop]
+        assert (crop.size, crop.padding, crop.padding_mode, crop.flip_p) == (32, 4, "reflect", 0.5)
+        jitter, grey = _ops(augment)[K.ColorJitter], _ops(augment)[K.RandomGrayscale]
+        # the signature's defaults: mild colour jitter most of the time, grayscale now and then
+        assert (jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue) == (0.2, 0.2, 0.2, 0.0)
+        assert (jitter.p, grey.p) == (0.8, 0.2)
+
+    def test_each_argument_reaches_its_op(self):
+        mean, std = (0.1, 0.2, 0.3), (0.4, 0.5, 0.6)
+        ops = _ops(
+            cifar_train_augment(mean=mean, std=std, padding=3, jitter=0.1, jitter_p=0.5, grayscale_p=0.3, size=24)
+        )
+        assert (ops[BatchRandomCrop].size, ops[BatchRandomCrop].padding) == (24, 3)
+        jitter = ops[K.ColorJitter]
+        assert (jitter.brightness, jitter.contrast, jitter.saturation, jitter.hue, jitter.p) == (
+            0.1,
+            0.1,
+            0.1,
+            0.0,
+            0.5,
+        )
+        assert ops[K.RandomGrayscale].p == 0.3
+        normalize = ops[NormalizeToFloat]
+        std_t, mean_t = torch.tensor(std).view(1, 3, 1, 1), torch.tensor(mean).view(1, 3, 1, 1)
+        torch.testing.assert_close(normalize.scale, 1 / std_t)
+        torch.testing.assert_close(normalize.shift, -mean_t / std_t)
+
+    def test_an_image_comes_out_cropped_and_normalised(self):
+        torch.manual_seed(0)
+        grey = torch.full((64, 3, 40, 40), 128, dtype=torch.uint8)  # a flat image: no op but Normalize changes it
+        out = cifar_train_augment(jitter_p=0.0, grayscale_p=0.0)(grey)
+        expected = (128 / 255 - torch.tensor(CIFAR10_MEAN)) / torch.tensor(CIFAR10_STD)
+        assert out.shape == (64, 3, 32, 32)
+        torch.testing.assert_close(out, expected.view(1, 3, 1, 1).expand_as(out))
+
+
+def _images() -> torch.Tensor:
+    return torch.randint(0, 256, (4, 3, 6, 5), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+
+
+class TestNormalisation:
+    """Normalisation on the device and its inverse for display: normalize_only is (x / 255 - mean) / std per channel,
+    and denormalize undoes it (clamped to [0, 1]) for a batch and for a single image."""
+
+    def test_normalize_only_is_the_per_channel_formula(self):
+        images = _images()
+        mean, std = torch.tensor(CIFAR10_MEAN).view(1, 3, 1, 1), torch.tensor(CIFAR10_STD).view(1, 3, 1, 1)
+        torch.testing.assert_close(normalize_only(CIFAR10_MEAN, CIFAR10_STD)(images), (images / 255 - mean) / std)
+        mine = normalize_only(mean=(0.5, 0.25, 0.0), std=(0.5, 0.25, 1.0))(images)
+        torch.testing.assert_close(mine[:, 2], images[:, 2] / 255)
+        torch.testing.assert_close(mine[:, 0], (images[:, 0] / 255 - 0.5) / 0.5)
+
+    def test_denormalize_undoes_normalize_for_batches_and_single_images(self):
+        images = _images()
+        unit = images / 255
+        normalized = normalize_only(CIFAR10_MEAN, CIFAR10_STD)(images)
+        torch.testing.assert_close(denormalize(normalized, mean=CIFAR10_MEAN, std=CIFAR10_STD), unit)
+        torch.testing.assert_close(
+            denormalize(normalized[1], mean=CIFAR10_MEAN, std=CIFAR10_STD), unit[1]
+        )  # (C, H, W): one image
+        own = normalize_only(mean=(0.1, 0.2, 0.3), std=(0.2, 0.3, 0.4))(images)
+        torch.testing.assert_close(denormalize(own, mean=(0.1, 0.2, 0.3), std=(0.2, 0.3, 0.4)), unit)
+
+    def test_denormalize_clamps_to_the_displayable_range(self):
+        out = denormalize(
+            torch.tensor([[-10.0, 10.0]]).view(1, 1, 1, 2).expand(1, 3, 1, 2), mean=CIFAR10_MEAN, std=CIFAR10_STD
+        )
+        assert torch.equal(out, torch.tensor([0.0, 1.0]).view(1, 1, 1, 2).expand(1, 3, 1, 2))
+
+    def test_normalize_only_hands_evaluation_the_training_augmentations_dtype_and_layout(self):
+        # evaluation preprocessing once returned NCHW floats while training batches were channels_last: the model then
+        # changed layout at every evaluation batch
+        from helpers.augment import cifar_train_augment
+
+        images = _images()
+        evaluated, trained = (
+            normalize_only(CIFAR10_MEAN, CIFAR10_STD)(images),
+            cifar_train_augment(size=4, padding=0)(images[..., :4, :4]),
+        )
+        assert evaluated.dtype == trained.dtype == torch.float32
+        assert evaluated.is_contiguous(memory_format=torch.channels_last)
+        assert trained.is_contiguous(memory_format=torch.channels_last)
+        assert normalize_only(CIFAR10_MEAN, CIFAR10_STD, channels_last=False)(images).is_contiguous()

@@ -108,12 +108,3 @@ def test_no_label_contradicts_the_numbers_printed_beside_it():
             assert printed[label] > 0, shares
             if any(value >= 10 for value in printed.values()):
                 assert printed[label] >= 10, shares
-
-
-@pytest.mark.parametrize("module", ["bottleneck", "diagnosis", "doctor_advice"])
-def test_the_docstring_examples_run(module):
-    import doctest
-    import importlib
-
-    failed, tried = doctest.testmod(importlib.import_module(f"helpers.{module}"))
-    assert tried and not failed

@@ -5,22 +5,32 @@ what differs; torch is new enough for weights_only=True to hold."""
 from __future__ import annotations
 
 import os
+import random
 import re
+import socket
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from helpers import checkpoint
 from helpers.checkpoint import (
+    TRAINER_KEYS,
     CheckpointError,
+    check_run_config,
     load_checkpoint,
     load_latest_checkpoint,
+    rng_states,
     save_checkpoint,
+    validate_rng_states,
 )
 from helpers.step import TrainStep
 from helpers.trainer import fit, restore
+
+from .test_read_only_data import _in_namespace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -251,3 +261,133 @@ def test_the_scratch_file_does_not_follow_a_planted_link(tmp_path):
     save_checkpoint(_state(1), tmp_path / "run" / "last.pt")
     assert victim.read_text() == "precious"
     assert load_checkpoint(tmp_path / "run" / "last.pt")["epoch"] == 1
+
+
+class TestWhatLoadingChecks:
+    """Loading refuses pickled code (weights_only), a setting only this run has is a difference too, checking saved
+    RNG states leaves the current ones untouched, and the CUDA generators are saved where CUDA is available."""
+
+    def test_a_checkpoint_holding_pickled_objects_is_refused(self, tmp_path):
+        path = tmp_path / "last.pt"
+        torch.save({**{key: 0 for key in TRAINER_KEYS}, "run": Fraction(1, 3)}, path)  # not a weights-only type
+        with pytest.raises(CheckpointError, match="cannot read"):
+            load_checkpoint(path)
+
+    def test_a_setting_only_this_run_has_is_named(self):
+        with pytest.raises(CheckpointError, match="crop: saved None, this run 96"):
+            check_run_config({"precision": "fp32"}, {"precision": "fp32", "crop": 96}, path="last.pt")
+
+    def test_validating_saved_rng_states_leaves_the_current_ones_as_they_were(self):
+        torch.manual_seed(1)
+        np.random.seed(1)
+        random.seed(1)
+        saved = rng_states()
+        torch.manual_seed(2)
+        np.random.seed(2)
+        random.seed(2)
+        expected = rng_states()
+        draws = (float(torch.rand(())), float(np.random.rand()), random.random())
+        from helpers.checkpoint import set_rng_states
+
+        set_rng_states(expected)
+        validate_rng_states(saved, path="last.pt")
+        assert (float(torch.rand(())), float(np.random.rand()), random.random()) == draws
+
+    def test_the_cuda_generators_are_captured_where_cuda_is_available(self, monkeypatch):
+        states = [torch.tensor([1, 2], dtype=torch.uint8)]  # stands in for each GPU's generator state
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: states)
+        assert rng_states()["cuda"] is states
+
+
+def _listing(folder) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+class TestFolderOrFifoAtTheCheckpoint:
+    """A folder (or FIFO) where a checkpoint goes is refused before anything is written or moved aside: save_checkpoint
+    used to rename a folder at last.pt to last.previous.pt and put the new file in its place; loading one says what it
+    is instead of 'no such checkpoint'."""
+
+    @pytest.mark.parametrize("name", ["last.pt", "last.previous.pt", "last.pt.tmp"])
+    def test_a_folder_where_a_checkpoint_goes_is_refused_and_left_alone(self, tmp_path, name):
+        if name != "last.pt":
+            save_checkpoint({"step": 1}, tmp_path / "last.pt")  # a good checkpoint beside the folder
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "someone's notes.txt").write_text("keep me")
+        before = _listing(tmp_path)
+        with pytest.raises(
+            CheckpointError, match=rf"{name}: is a folder, not a checkpoint file; the checkpoint was not"
+        ):
+            save_checkpoint({"step": 2}, tmp_path / "last.pt")
+        assert _listing(tmp_path) == before  # nothing written, nothing moved aside
+        if name != "last.pt":
+            assert torch.load(tmp_path / "last.pt", weights_only=True) == {"step": 1}
+
+    def test_a_fifo_at_the_checkpoint_is_refused_when_saving_and_named_when_loading(self, tmp_path):
+        os.mkfifo(tmp_path / "last.pt")
+        with pytest.raises(CheckpointError, match="last.pt: is a FIFO, not a checkpoint file"):
+            save_checkpoint({"step": 2}, tmp_path / "last.pt")
+        with pytest.raises(CheckpointError, match="last.pt: is a FIFO, not a checkpoint file: move it away"):
+            load_checkpoint(tmp_path / "last.pt")
+        (tmp_path / "run.pt").mkdir()
+        with pytest.raises(CheckpointError, match="run.pt: is a folder, not a checkpoint file"):
+            load_checkpoint(tmp_path / "run.pt")
+        with pytest.raises(CheckpointError, match="no such checkpoint"):
+            load_checkpoint(tmp_path / "missing.pt")
+
+
+SAVE = """
+import sys
+from pathlib import Path
+from helpers.checkpoint import CheckpointError, save_checkpoint
+try:
+    save_checkpoint({"step": 2}, Path(sys.argv[1]) / "last.pt")
+    print("saved")
+except CheckpointError as error:
+    print(error)
+"""
+
+
+class TestDevicesSocketsAndReadOnlyFolders:
+    """What stands where a checkpoint is read or written is named: a link to /dev/zero or a socket at last.pt is never
+    read (a non-blocking open checked with fstat, so the check and the read are one step), a file where the checkpoint
+    folder goes and a read-only folder are CheckpointErrors naming the folder and what to do, with the previous
+    checkpoint intact."""
+
+    @pytest.mark.timeout(60)
+    def test_a_link_to_a_device_at_the_checkpoint_is_named_not_read(self, tmp_path):
+        os.symlink("/dev/zero", tmp_path / "last.pt")
+        with pytest.raises(
+            CheckpointError, match=r"last.pt: is a character device \(through a link\), not a checkpoint"
+        ):
+            load_checkpoint(tmp_path / "last.pt")
+        os.symlink(tmp_path / "gone.pt", tmp_path / "dangling.pt")
+        with pytest.raises(CheckpointError, match="dangling.pt: is a link to nothing, not a checkpoint file"):
+            load_checkpoint(tmp_path / "dangling.pt")
+
+    def test_a_socket_at_the_checkpoint_is_named(self, tmp_path):
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(tmp_path / "last.pt"))
+        with server, pytest.raises(CheckpointError, match="last.pt: is a socket, not a checkpoint file"):
+            load_checkpoint(tmp_path / "last.pt")
+
+    def test_a_file_where_the_checkpoint_folder_goes_is_named(self, tmp_path):
+        (tmp_path / "run").write_text("the user's notes")
+        with pytest.raises(
+            CheckpointError, match=r"run/last.pt: its folder cannot be made \(.*run\); the checkpoint was"
+        ):
+            save_checkpoint({"step": 1}, tmp_path / "run" / "last.pt")
+        assert (tmp_path / "run").read_text() == "the user's notes"
+
+    def test_a_read_only_checkpoint_folder_is_named_and_the_previous_checkpoint_kept(self, tmp_path):
+        folder = tmp_path / "run"
+        save_checkpoint({"step": 1}, folder / "last.pt")
+        result = _in_namespace(
+            f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}", SAVE, str(folder)
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        said = result.stdout.strip().splitlines()[-1]
+        assert f"{folder / 'last.pt'}: {folder} cannot be written (Read-only file system)" in said, said
+        assert "the previous one is intact: make the folder writable, or save the checkpoints to another folder" in said
+        assert torch.load(folder / "last.pt", weights_only=True) == {"step": 1}

@@ -23,6 +23,8 @@ from helpers.cifar import (
     write_cifar10_class_names,
 )
 
+from .test_safe_open import _within
+
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -164,3 +166,67 @@ def test_a_fifo_or_a_link_to_a_device_for_a_batch_is_named_not_read(tmp_path):
     (folder / "test_batch.bin").symlink_to("/dev/zero")
     with pytest.raises(CifarFormatError, match=r"test_batch.bin: not a regular file"):
         load_cifar10(tmp_path, train=False)
+
+
+IMAGES, LABELS = np.arange(2 * 3072, dtype=np.uint32).astype(np.uint8).reshape(2, 3, 32, 32), np.array([3, 7])
+
+
+class TestRacesLinksAndFifos:
+    """The CIFAR-10 reader opens each file once, non-blocking, and checks the descriptor (so a FIFO put there right
+    after an existence check cannot block it, and /dev/zero is never read), and its writers go through a fresh scratch
+    file and one rename: a link planted at the destination is replaced, never written through, a FIFO there never blocks
+    them, and a reader sees the old file or the new one, never half."""
+
+    def test_a_fifo_swapped_in_after_an_existence_check_cannot_block_the_read(self, tmp_path, monkeypatch):
+        path = write_cifar10_batch(tmp_path / "data_batch_1.bin", IMAGES, LABELS)
+        real_is_file = Path.is_file
+
+        def is_file_then_swap(self: Path) -> bool:  # the race, made certain: the file becomes a FIFO just after a check
+            found = real_is_file(self)
+            if self == path and found:
+                os.replace(path, tmp_path / "kept.bin")
+                os.mkfifo(path)
+            return found
+
+        monkeypatch.setattr(Path, "is_file", is_file_then_swap)
+        images, labels = _within(20, lambda: read_cifar10_batch(path))  # type: ignore[misc]
+        assert np.array_equal(images.numpy(), IMAGES) and labels.tolist() == [3, 7]
+
+    @pytest.mark.timeout(60)
+    def test_a_link_to_a_device_as_the_class_names_is_named_not_read(self, tmp_path):
+        os.symlink("/dev/zero", tmp_path / "batches.meta.txt")
+        with pytest.raises(CifarFormatError, match="batches.meta.txt: not a regular file"):
+            _within(20, lambda: cifar10_class_names(tmp_path))
+        (tmp_path / "batches.meta.txt").unlink()
+        (tmp_path / "batches.meta.txt").write_bytes(b"cat\n" * 100_000)
+        with pytest.raises(CifarFormatError, match="batches.meta.txt: over 65536 bytes, not a file of class names"):
+            cifar10_class_names(tmp_path)
+
+    def test_the_writers_replace_a_planted_link_and_never_write_through_it(self, tmp_path):
+        (tmp_path / "victim").write_text("precious")
+        for name in ("data_batch_1.bin", "batches.meta.txt"):
+            os.symlink(tmp_path / "victim", tmp_path / name)
+        write_cifar10_batch(tmp_path / "data_batch_1.bin", IMAGES, LABELS)
+        write_cifar10_class_names(tmp_path / "batches.meta.txt", [f"c{i}" for i in range(10)])
+        assert (tmp_path / "victim").read_text() == "precious"
+        assert not os.path.islink(tmp_path / "data_batch_1.bin") and read_cifar10_batch(tmp_path / "data_batch_1.bin")
+        assert cifar10_class_names(tmp_path) == [f"c{i}" for i in range(10)]
+        assert sorted(os.listdir(tmp_path)) == ["batches.meta.txt", "data_batch_1.bin", "victim"]  # no scratch left
+
+    @pytest.mark.timeout(60)
+    def test_a_fifo_at_the_destination_never_blocks_a_writer(self, tmp_path):
+        os.mkfifo(tmp_path / "data_batch_1.bin")
+        _within(20, lambda: write_cifar10_batch(tmp_path / "data_batch_1.bin", IMAGES, LABELS))
+        assert read_cifar10_batch(tmp_path / "data_batch_1.bin")[1].tolist() == [3, 7]
+        (tmp_path / "test_batch.bin").mkdir()
+        with pytest.raises(CifarFormatError, match="test_batch.bin: is a folder, where the file goes"):
+            write_cifar10_batch(tmp_path / "test_batch.bin", IMAGES, LABELS)
+
+
+class TestClassNameCount:
+    """A class-name file with too many names is refused."""
+
+    def test_a_class_name_file_with_eleven_names_is_refused(self, tmp_path):
+        (tmp_path / "batches.meta.txt").write_text("\n".join(f"c{i}" for i in range(11)) + "\n", encoding="ascii")
+        with pytest.raises(CifarFormatError, match="11 class names, expected 10"):
+            cifar10_class_names(tmp_path)

@@ -1,6 +1,7 @@
-"""Copy tests: every piece the notebooks' "What to copy" bullets and the README's library table name, copied with
+"""Copy tests: every piece the notebooks' "What to copy" bullets and docs/library.md's library table name, copied with
 exactly the files they name into a folder outside the repository and run there, in a Python that sees only torch,
-torchvision, numpy and pillow plus the packages the copied modules' docstrings list after "Needs:".
+torchvision, numpy and pillow plus the packages the copied modules' docstrings list after "Needs:". Each README row's
+module runs its docstring's examples there too: the usage a reader copies with the file works in the copy.
 
 The isolation is a site-packages view: a temporary folder of links to exactly those distributions' top-level
 packages and their own dependencies (read from the installed metadata), put on the path of `python -I -S`, so that
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -30,7 +32,7 @@ from .test_layering import HELPERS, LIBRARY, closure, declared_siblings
 
 BASE = ("torch", "torchvision", "numpy", "pillow")  # what every fresh project is assumed to have
 IMPORT_NAMES = {"PIL": "pillow"}  # import name -> distribution name, where they differ
-README = HELPERS.parent / "README.md"
+LIBRARY_PAGE = HELPERS.parent / "docs" / "library.md"
 NOTEBOOKS = sorted((HELPERS.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 # --- what the docstrings say, and what the code imports ----------------------------------------------------------
@@ -166,7 +168,7 @@ def run_isolated(tmp: Path, needs: set[str], cases: list[dict]) -> dict:
     return report["results"]
 
 
-# --- the pieces: notebook bullets, README rows, worked examples --------------------------------------------------
+# --- the pieces: notebook bullets, library table rows, worked examples --------------------------------------------------
 
 
 def what_to_copy_bullets() -> list[tuple[str, list[str], list[str]]]:
@@ -183,10 +185,10 @@ def what_to_copy_bullets() -> list[tuple[str, list[str], list[str]]]:
     return bullets
 
 
-def readme_rows() -> list[tuple[str, list[str]]]:
-    """(module, the files its 'copy with' column names) for each row of the README's library table."""
+def library_rows() -> list[tuple[str, list[str]]]:
+    """(module, the files its 'copy with' column names) for each row of docs/library.md's library table."""
     rows = []
-    for line in README.read_text(encoding="utf-8").splitlines():
+    for line in LIBRARY_PAGE.read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and re.fullmatch(r"`\w+\.py`", cells[0]):
             rows.append((cells[0].strip("`")[:-3], re.findall(r"`(\w+)\.py`", cells[2])))
@@ -308,19 +310,31 @@ def needs_of(modules: list[str]) -> set[str]:
     return found - set(BASE)  # the base packages are in every view
 
 
-def import_code(package: str, modules: list[str], names: list[str]) -> str:
-    """Import every module of the copy, and check each backticked name that a module defines is there."""
+def import_code(package: str, modules: list[str], names: list[str], *, examples: bool = False) -> str:
+    """Import every module of the copy, and check each backticked name that a module defines is there (`examples`:
+    and that every module's docstring examples run in the copy)."""
     defined = [n for n in names if any(hasattr(__import__(f"helpers.{m}", fromlist=["_"]), n) for m in modules)]
-    return textwrap.dedent(f"""
+    code = textwrap.dedent(f"""
         import importlib
         copies = [importlib.import_module("{package}." + m) for m in {modules!r}]
         missing = [n for n in {defined!r} if not any(hasattr(c, n) for c in copies)]
         assert not missing, f"not in the copy: {{missing}}"
     """)
+    return code + (EXAMPLES_RUN if examples else "")
+
+
+EXAMPLES_RUN = textwrap.dedent("""
+    import doctest
+    for copy in copies:
+        runner, report = doctest.DocTestRunner(), []
+        for test in doctest.DocTestFinder().find(copy):
+            runner.run(test, out=report.append)
+        assert runner.tries and not runner.failures, f"{copy.__name__}'s docstring examples: " + "".join(report)
+""")
 
 
 def all_cases() -> list[dict]:
-    """Every case: each notebook bullet, each README row (module + its 'copy with' column) and each example."""
+    """Every case: each notebook bullet, each library table row (module + its 'copy with' column) and each example."""
     cases = []
     for number, (case_id, modules, names) in enumerate(what_to_copy_bullets()):
         package = f"bullet{number}"
@@ -333,15 +347,15 @@ def all_cases() -> list[dict]:
                 "code": import_code(package, modules, names),
             }
         )
-    for number, (module, siblings) in enumerate(readme_rows()):
+    for number, (module, siblings) in enumerate(library_rows()):
         package = f"row{number}"
         cases.append(
             {
-                "id": f"README {module}.py",
+                "id": f"library table {module}.py",
                 "package": package,
                 "files": [f"{m}.py" for m in {module, *siblings}],
                 "needs": sorted(needs_of([module])),
-                "code": import_code(package, [module], []),
+                "code": import_code(package, [module], [], examples=True),
             }
         )
     for module, code in sorted(EXAMPLES.items()):
@@ -385,7 +399,7 @@ def test_a_copied_piece_runs_with_only_the_packages_its_docstring_lists(case, is
 
 def test_every_bullet_row_and_module_is_covered():
     assert len([c for c in CASES if c["id"].startswith("notebook")]) >= len(NOTEBOOKS)
-    assert {module for module, _ in readme_rows()} == {p.stem for p in LIBRARY}, "the README's library table"
+    assert {module for module, _ in library_rows()} == {p.stem for p in LIBRARY}, "docs/library.md's library table"
     assert {"loading", "augment", "sr_cache", "sr_data"} <= set(EXAMPLES)
 
 
@@ -424,3 +438,77 @@ def test_what_to_copy_names_every_file_a_piece_needs(path):
             assert not missing, f"{path.name}: '{bullet.strip()[:60]}...' names {module}.py without {sorted(missing)}"
         named += len(mentioned)
     assert named, f"{path.name}: 'What to copy' names no library file"
+
+
+JPEGS = """
+    import numpy as np
+    from PIL import Image
+    folder = Path(sys.argv[1])
+    samples = []
+    for i in range(8):
+        path = folder / f"{i}.jpg"
+        Image.fromarray(np.random.default_rng(i).integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(path)
+        samples.append((str(path), i % 2))
+"""
+FOLDER_EXAMPLES = {
+    "jpeg_crop": """
+        from mine.jpeg_crop import ReducedCropDataset
+        image, label = ReducedCropDataset(samples, size=16)[0]
+        assert image.shape == (3, 16, 16) and label == 0
+    """,
+    "resized_store": """
+        from mine.resized_store import ResizedStore, StoreCropDataset, build_resized_store
+        store = ResizedStore(build_resized_store(samples, folder / "store", short_side=32))
+        image, label = StoreCropDataset(store, size=16)[3]
+        assert store.image(0).shape == (32, 43, 3) and image.shape == (3, 16, 16) and label == 1
+    """,
+    "device_crop": """
+        import torch
+        from mine.device_crop import IMAGENET_MEAN, IMAGENET_STD, decode_jpegs, device_train_augment
+        datas = [torch.frombuffer(bytearray(Path(p).read_bytes()), dtype=torch.uint8) for p, _ in samples]
+        batch = device_train_augment(24, mean=IMAGENET_MEAN, std=IMAGENET_STD)(decode_jpegs(datas))
+        assert batch.shape == (8, 3, 24, 24) and batch.is_contiguous(memory_format=torch.channels_last)
+    """,
+    "shards": """
+        from mine.shards import sample_label, shard_dataset, write_shards
+        shards = write_shards(samples, folder / "shards", per_shard=2)
+        read = [sample_label(s) for s in shard_dataset(shards, lambda s: s, rank=1, world_size=2)]
+        assert len(shards) == 4 and len(read) == 4
+    """,
+}
+
+
+class TestJpegFolderPieces:
+    """The JPEG-folder pieces copy too: each copied with exactly the files its docstring names into a package outside
+    the repository, imported with `helpers` unimportable, and run on a few JPEGs."""
+
+    @pytest.mark.parametrize("module", sorted(FOLDER_EXAMPLES))
+    def test_a_folder_piece_copies_with_the_files_its_docstring_names(self, module, tmp_path):
+        package = tmp_path / "project" / "mine"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        siblings = declared_siblings(HELPERS / f"{module}.py")
+        assert siblings is not None
+        for name in [module, *siblings]:
+            shutil.copy(HELPERS / f"{name}.py", package / f"{name}.py")
+        script = tmp_path / "project" / "example.py"
+        script.write_text(
+            "import sys\nfrom pathlib import Path\nsys.modules['helpers'] = None\n"
+            + textwrap.dedent(JPEGS)
+            + textwrap.dedent(FOLDER_EXAMPLES[module])
+            + "\nassert not [m for m in sys.modules if m.startswith('helpers.')]\nprint('ok')\n"
+        )
+        data = tmp_path / "data"
+        data.mkdir()
+        paths = [
+            p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and not (Path(p) / "helpers").is_dir()
+        ]
+        result = subprocess.run(
+            [sys.executable, str(script), str(data)],
+            cwd=script.parent,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+            timeout=120,
+        )
+        assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]

@@ -1,12 +1,14 @@
 """Dependencies in layers: the base list is what the library (`helpers/*.py`) needs, so `pip install .` installs the
 library alone; the `library` extra adds what a library function imports where it is used; the `course` extra is
 what the notebooks and `helpers/course` import, with no Jupyter server in it (Colab and any Jupyter bring their own);
-the course runner and Lab (`jupyter`), the tests and the browser test are further extras."""
+the course runner and Lab (`jupyter`), the tests and the browser test are further extras. The README's table of
+layers lists exactly these."""
 
 from __future__ import annotations
 
 import ast
 import importlib.metadata
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -168,6 +170,62 @@ def test_what_the_notebooks_and_helpers_import_is_in_the_course_extra():
         + PROJECT["optional-dependencies"]["jupyter"]
     )
     assert runner_needs <= jupyter, f"the course runner needs {sorted(runner_needs - jupyter)} beyond its extras"
+
+
+README_TABLE = "**What gets installed, in layers**"
+
+
+def readme_layers(readme: str) -> dict[str, set[str]]:
+    """The README's table of layers: layer ("base" for `pip install .`, else the extra's name) -> the packages its
+    row lists in the "what" column."""
+    lines = readme[readme.index(README_TABLE) :].splitlines()[1:]
+    rows = [
+        line
+        for line in itertools.takewhile(lambda text: text.startswith("|") or not text.strip(), lines)
+        if line.strip()
+    ]
+    layers: dict[str, set[str]] = {}
+    for row in rows[2:]:  # below the header and the |---| line
+        layer, packages = (cell.strip() for cell in row.strip("|").split("|")[:2])
+        name = "base" if layer.startswith("base") else layer.strip("`")
+        assert name not in layers, f"the README's table lists the layer {name} twice"
+        layers[name] = {canonical(package.strip()) for package in packages.split(",") if package.strip()}
+    return layers
+
+
+def pyproject_layers() -> dict[str, set[str]]:
+    """pyproject.toml's layers: "base" (the dependencies) and each optional-dependency group, with their packages."""
+    extras = PROJECT["optional-dependencies"]
+    return {"base": names(PROJECT["dependencies"]), **{extra: names(extras[extra]) for extra in extras}}
+
+
+def test_the_readme_table_of_layers_lists_exactly_what_pyproject_declares():
+    readme = readme_layers((ROOT / "README.md").read_text(encoding="utf-8"))
+    declared = pyproject_layers()
+    assert readme.keys() == declared.keys(), f"layers: README {sorted(readme)}, pyproject.toml {sorted(declared)}"
+    differ = {
+        layer: {
+            "only in the README": sorted(readme[layer] - packages),
+            "only in pyproject": sorted(packages - readme[layer]),
+        }
+        for layer, packages in declared.items()
+        if readme[layer] != packages
+    }
+    assert not differ, f"the README's table of layers differs from pyproject.toml: {differ}"
+
+
+def test_the_readme_table_is_read_as_written():
+    table = """**What gets installed, in layers** (`pyproject.toml`):
+
+| layer | what | for |
+|---|---|---|
+| base (`pip install .`) | torch, Pillow | the library |
+| `course` | scikit_image,  tqdm | the notebooks, with a | in a later cell |
+
+After the table.
+| not | a row |
+"""
+    assert readme_layers(table) == {"base": {"torch", "pillow"}, "course": {"scikit-image", "tqdm"}}
 
 
 def test_the_commands_install_the_layers_they_use():

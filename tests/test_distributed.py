@@ -5,8 +5,12 @@ all-reduce once per optimizer step, a short last group included, and still match
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
+import types
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,8 +20,18 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
+import helpers.distributed as distributed_module
 from helpers.augment import cifar_train_augment
-from helpers.distributed import DistributedContext, all_reduce_sum, wrap_model
+from helpers.course import recipe_run
+from helpers.distributed import (
+    DistributedContext,
+    all_reduce_sum,
+    init_distributed,
+    local_main_first,
+    shard_range,
+    unwrap_model,
+    wrap_model,
+)
 from helpers.loading import DeviceTensorLoader
 from helpers.seeding import rank_seed
 from helpers.step import TrainStep
@@ -209,7 +223,7 @@ def test_torchrun_trains_with_two_processes(tmp_path):
         "--nproc_per_node",
         "2",
         "-m",
-        "helpers.train",
+        "helpers.course.train",
         "cifar",
         "--profile",
         "smoke",
@@ -220,3 +234,166 @@ def test_torchrun_trains_with_two_processes(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("after ") == 1  # only rank 0 reports
     assert "2 process(es)" in result.stdout and (tmp_path / "run" / "last.pt").is_file()
+
+
+class TestContextWithoutProcesses:
+    """The distributed helpers' small contracts, without spawning processes: shards cover every item once, who is main,
+    when DDP is on, the ranks read from torchrun's variables, local rank 0 goes first, and DDP is unwrapped."""
+
+    @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+    def test_shards_cover_every_item_once_in_order(self, world_size):
+        for count in range(12):
+            shards = [shard_range(count, DistributedContext(rank, world_size)) for rank in range(world_size)]
+            assert [i for share in shards for i in range(count)[share]] == list(range(count))
+            assert max(len(range(count)[share]) for share in shards) == -(-count // world_size)
+
+    def test_only_global_rank_0_is_main_and_only_several_processes_enable_ddp(self):
+        assert DistributedContext().is_main and not DistributedContext().enabled
+        second_node_first_gpu = DistributedContext(rank=4, world_size=8, local_rank=0)
+        assert not second_node_first_gpu.is_main and second_node_first_gpu.enabled
+
+    def test_torchrun_s_variables_give_rank_world_size_and_local_rank(self, monkeypatch):
+        monkeypatch.setenv("WORLD_SIZE", "8")
+        monkeypatch.setenv("RANK", "5")
+        monkeypatch.setenv("LOCAL_RANK", "1")
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setattr(distributed_module.dist, "is_initialized", lambda: True)  # as if joined already
+        context = init_distributed()
+        assert (context.rank, context.world_size, context.local_rank) == (5, 8, 1)
+
+    @pytest.mark.parametrize("cuda", [True, False])
+    def test_the_process_group_is_bound_to_the_rank_s_gpu(self, monkeypatch, cuda):
+        """NCCL gets device_id= (the communicator bound to this rank's GPU at once); gloo on the CPU gets none."""
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("RANK", "1")
+        monkeypatch.setenv("LOCAL_RANK", "1")
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+        monkeypatch.setattr(torch.cuda, "set_device", lambda index: None)
+        monkeypatch.setattr(distributed_module.dist, "is_initialized", lambda: False)
+        joined: list[tuple] = []
+        monkeypatch.setattr(distributed_module.dist, "init_process_group", lambda *a, **k: joined.append((a, k)))
+        context = init_distributed()
+        if cuda:
+            assert joined == [(("nccl",), {"device_id": torch.device("cuda", 1)})] and context.device == torch.device(
+                "cuda", 1
+            )
+        else:
+            assert joined == [(("gloo",), {})]
+
+    @pytest.mark.parametrize("failed", [False, True])
+    def test_leaving_the_group_barriers_only_after_a_run_that_ended_normally(self, monkeypatch, failed):
+        events: list[str] = []
+        monkeypatch.setattr(distributed_module.dist, "is_initialized", lambda: True)
+        monkeypatch.setattr(distributed_module.dist, "barrier", lambda: events.append("barrier"))
+        monkeypatch.setattr(distributed_module.dist, "destroy_process_group", lambda: events.append("destroy"))
+        distributed_module.cleanup_distributed(failed=failed)
+        assert events == (["destroy"] if failed else ["barrier", "destroy"])
+
+    @pytest.mark.parametrize(("local_rank", "expected"), [(0, ["work", "barrier"]), (1, ["barrier", "work"])])
+    def test_local_rank_0_works_first_and_the_others_wait_for_it(self, monkeypatch, local_rank, expected):
+        events: list[str] = []
+        monkeypatch.setattr(distributed_module.dist, "barrier", lambda: events.append("barrier"))
+        with local_main_first(DistributedContext(rank=local_rank, world_size=2, local_rank=local_rank)):
+            events.append("work")
+        assert events == expected
+
+    def test_unwrap_model_returns_the_module_inside_ddp(self, tmp_path):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+        try:
+            inner = nn.Linear(2, 1)
+            assert unwrap_model(nn.parallel.DistributedDataParallel(inner)) is inner
+            assert unwrap_model(inner) is inner
+        finally:
+            dist.destroy_process_group()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT_S = 60  # both ranks gone this long after both joined the group, or the test fails (and kills them)
+STARTUP_S = 300  # for both to start Python, import torch and join
+
+
+def _wait_until(done: Callable[[], bool], seconds: float) -> None:
+    """Poll `done()` every 0.1 s for up to `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class TestErrorPath:
+    """The DDP error path on two gloo ranks: a rank whose loss turns NaN mid-run raises, leaves the process group with
+    no barrier (a barrier there pairs with its peer's all-reduce and both wait for ever), and its peer's next collective
+    fails, so both processes exit non-zero well within a minute."""
+
+    def test_a_rank_that_raises_mid_run_ends_both_ranks_non_zero_within_a_minute(self, tmp_path):
+        port = _free_port()
+        ranks = []
+        for rank in range(2):
+            env = {
+                **os.environ,
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "CUDA_VISIBLE_DEVICES": "",  # gloo on the CPU even on a GPU machine
+                "PYTHONPATH": str(ROOT),
+                "OMP_NUM_THREADS": "1",
+            }
+            command = [sys.executable, "-m", "tests.ddp_error_worker"]
+            with open(tmp_path / f"rank{rank}.log", "w") as log:  # the child keeps its own copy of the descriptor
+                ranks.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+        logs = [tmp_path / f"rank{rank}.log" for rank in range(2)]
+        try:
+            # Starting Python and torch is not what is tested (on a loaded 2-core machine it took most of a minute):
+            # the clock starts once both ranks have joined the group; rank 1 fails four steps later.
+            joined = lambda: all("joined the process group" in log.read_text() for log in logs)  # noqa: E731
+            gone = lambda: [process.poll() is not None for process in ranks]  # noqa: E731
+            _wait_until(lambda: joined() or any(gone()), STARTUP_S)  # a rank that died starting fails the asserts
+            started = time.monotonic()
+            _wait_until(lambda: all(gone()), LIMIT_S)
+            seconds = time.monotonic() - started
+            codes = [process.poll() for process in ranks]
+        finally:
+            for process in ranks:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        logs = [log.read_text() for log in logs]
+        hung = [rank for rank, code in enumerate(codes) if code is None]
+        assert not hung, f"rank(s) {hung} still running {LIMIT_S} s after both joined (hung); logs:\n" + "\n".join(logs)
+        assert all(code != 0 for code in codes), f"exit codes {codes}; logs:\n" + "\n".join(logs)
+        assert "NonFiniteLossError" in logs[1] and "failed=True" in logs[1], logs[1]
+        assert "failed=True" in logs[0], logs[0]  # the peer's collective failed: it left without a barrier too
+        print(f"both ranks exited non-zero ({codes}) after {seconds:.1f} s")
+
+    @pytest.mark.parametrize("error", [RuntimeError("CUDA out of memory"), KeyboardInterrupt()])
+    def test_the_training_command_leaves_the_group_without_a_barrier_when_the_run_fails(self, monkeypatch, error):
+        """`python -m helpers.course.train` tells cleanup_distributed that the run failed (an error or Ctrl-C), and that
+        it did not when it returned."""
+        left: list[bool] = []
+        recipe = types.SimpleNamespace(description="d", precision=types.SimpleNamespace(reason="r"), plan="p", data="x")
+        monkeypatch.setattr(recipe_run, "prepare_cifar10", lambda **kwargs: None)
+        monkeypatch.setattr(recipe_run, "cifar_recipe", lambda *args, **kwargs: recipe)
+        monkeypatch.setattr(recipe_run, "cleanup_distributed", lambda *, failed=False: left.append(failed))
+
+        def failing_run(*args, **kwargs):
+            raise error
+
+        monkeypatch.setattr(recipe_run, "run_recipe", failing_run)
+        if isinstance(error, KeyboardInterrupt):
+            assert recipe_run.main(["cifar", "--profile", "smoke"]) == 130
+        else:
+            with pytest.raises(RuntimeError, match="out of memory"):
+                recipe_run.main(["cifar", "--profile", "smoke"])
+        assert left == [True]
+        monkeypatch.setattr(recipe_run, "run_recipe", lambda *args, **kwargs: [{}])
+        monkeypatch.setattr(recipe_run, "run_summary", lambda history, recipe: "")
+        monkeypatch.setattr(recipe_run, "result_sentence", lambda record, task: "")
+        assert recipe_run.main(["cifar", "--profile", "smoke"]) == 0
+        assert left == [True, False]

@@ -85,6 +85,18 @@ def test_a_watched_loop_is_measured_fed_and_replayed_then_stopped_at_its_next_ba
     assert doctor.optimizer_steps == before
 
 
+def test_a_loop_that_builds_its_loader_each_epoch_is_measured_and_stopped():
+    model, optimizer = _model_and_optimizer()
+    dataset, seen = _Indices(), []
+    with watch(budget_s=0.01, steps=3, warmup=2, notify=None) as doctor:
+        for _ in range(1000):  # 4 batches an epoch: the blocks span several loaders over the same dataset
+            _train(DataLoader(dataset, batch_size=16), model, optimizer, seen, epochs=1)
+    phases = [(r.phase, r.block) for r in doctor.records]
+    for block in range(3):
+        assert phases.count(("fed", block)) == phases.count(("premade", block)) == 4
+    assert doctor.done and doctor.optimizer_steps < 4 * 20  # stopped within a few epochs, not after 1,000
+
+
 def test_replayed_batches_are_copies_not_the_batches_already_used():
     model, optimizer = _model_and_optimizer()
     ids = []

@@ -7,25 +7,35 @@ import contextlib
 import hashlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers.atomic import file_lock
+from helpers import download as download_module
+from helpers.atomic import NAME_MAX, file_lock, sibling_path
+from helpers.course import data
 from helpers.course.data import BSDS300_SHA256_ENV_VAR, DatasetLayoutError, prepare_bsds300, prepare_cifar10
 from helpers.download import (
     BadArchiveError,
     BadResponseError,
     ChecksumMismatchError,
     IncompleteDownloadError,
+    ServerError,
     StallRule,
+    UnreachableError,
     download,
+    transfer_deadline,
+    verify_file,
 )
 from helpers.safe_open import NotRegularFileError
 
@@ -440,3 +450,387 @@ def test_a_full_disk_is_named_as_such_not_as_a_broken_transfer(http_server, tmp_
     )
     assert "DestinationWriteError:" in result.stdout, result.stdout + result.stderr[-2000:]
     assert "big.bin.part: cannot write the download (No space left on device)" in result.stdout
+
+
+UNREACHABLE = "http://127.0.0.1:9/never-asked"  # a file at dest is verified before any transfer
+
+
+def _last_char_changed(digest: str) -> str:
+    return digest[:-1] + ("0" if digest[-1] != "0" else "1")
+
+
+class TestDigests:
+    """A file's digest must match the expected one in full (a shared prefix is not a match) and in any letter case; a
+    file already at `dest` is checked so before anything is fetched."""
+
+    @pytest.mark.parametrize("algorithm", ["sha256", "md5"])
+    def test_a_digest_that_differs_only_at_its_end_is_a_mismatch(self, tmp_path, algorithm):
+        dest = tmp_path / "data.bin"
+        dest.write_bytes(b"the published bytes")
+        right = hashlib.new(algorithm, dest.read_bytes()).hexdigest()
+        verify_file(dest, **{algorithm: right})
+        with pytest.raises(ChecksumMismatchError, match=str(dest)):
+            verify_file(dest, **{algorithm: _last_char_changed(right)})
+        with pytest.raises(ChecksumMismatchError, match=str(dest)):
+            download(UNREACHABLE, dest, progress=False, **{algorithm: _last_char_changed(right)})
+        with pytest.raises(ChecksumMismatchError):
+            verify_file(dest, **{algorithm: right[: len(right) // 2]})  # a prefix of the digest is not the digest
+
+    @pytest.mark.parametrize("algorithm", ["sha256", "md5"])
+    def test_a_digest_in_capitals_is_the_same_digest(self, tmp_path, algorithm):
+        dest = tmp_path / "data.bin"
+        dest.write_bytes(b"the published bytes")
+        right = hashlib.new(algorithm, dest.read_bytes()).hexdigest().upper()
+        verify_file(dest, **{algorithm: right})
+        assert download(UNREACHABLE, dest, progress=False, **{algorithm: right}) == dest
+
+
+@contextlib.contextmanager
+def _server(respond: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A loopback server that answers every request with `respond(connection)`; yields its URL."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def serve(connection: socket.socket) -> None:
+        with connection, contextlib.suppress(OSError):
+            connection.recv(65536)
+            respond(connection)
+
+    def accept() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/f.tgz"
+    finally:
+        stop.set()
+        listener.close()
+
+
+def _trickled_headers(connection: socket.socket) -> None:
+    connection.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+    for _ in range(200):  # one byte every 0.2 s: no socket timeout ever fires
+        connection.sendall(b"y")
+        time.sleep(0.2)
+
+
+def _endless_continue(connection: socket.socket) -> None:
+    for _ in range(2000):
+        connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        time.sleep(0.02)
+
+
+class TestSlowHeadsAndRedirects:
+    """A download ends in bounded time however the server misbehaves before or inside the body: a status line or headers
+    trickled a byte at a time (under every socket timeout), an endless run of 100 Continue and a redirect to such a
+    server are cut when the reply's head has had `timeout` s in all; a body read left waiting is cut at the deadline
+    itself, not one socket timeout later; a redirect to ftp:// is refused like one to file://."""
+
+    @pytest.mark.timeout(60)
+    @pytest.mark.parametrize(
+        "respond", [_trickled_headers, _endless_continue], ids=["trickled-headers", "100-continue"]
+    )
+    def test_a_reply_whose_head_never_ends_is_cut_at_the_timeout(self, tmp_path, respond):
+        with _server(respond) as url:
+            start = time.monotonic()
+            with pytest.raises(UnreachableError, match=f"{url}: no reply \\(its status line and headers did not end"):
+                download(url, tmp_path / "f", insecure=True, timeout=1.5, progress=False)
+            elapsed = time.monotonic() - start
+        assert elapsed < 5, f"{elapsed:.1f} s for a head that had 1.5 s"
+
+    @pytest.mark.timeout(60)
+    def test_a_redirect_to_a_server_whose_head_never_ends_is_cut_too(self, tmp_path):
+        with _server(_trickled_headers) as slow:
+            location = f"HTTP/1.1 302 Found\r\nLocation: {slow}\r\nContent-Length: 0\r\n\r\n".encode()
+            with _server(lambda connection: connection.sendall(location)) as url:
+                start = time.monotonic()
+                with pytest.raises(UnreachableError, match=f"{url}: no reply"):
+                    download(url, tmp_path / "f", insecure=True, timeout=1.5, progress=False)
+        assert time.monotonic() - start < 5
+
+    @pytest.mark.timeout(60)
+    def test_a_body_read_left_waiting_is_cut_at_the_deadline_not_a_timeout_later(self, tmp_path):
+        def silent_body(connection: socket.socket) -> None:
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b"x" * 1000)
+            time.sleep(30)
+
+        with _server(silent_body) as url:
+            start = time.monotonic()
+            with pytest.raises(IncompleteDownloadError, match="not done within its deadline of 2 s \\(1000 bytes"):
+                download(url, tmp_path / "f", insecure=True, timeout=20, deadline=2, progress=False)
+        assert time.monotonic() - start < 6  # the socket timeout alone would have waited 20 s
+        assert (tmp_path / "f.part").stat().st_size == 1000  # kept, to resume
+
+    def test_a_redirect_to_ftp_is_refused_and_never_followed(self, tmp_path):
+        ftp = socket.socket()
+        ftp.bind(("127.0.0.1", 0))
+        ftp.listen(1)
+        ftp.settimeout(0.5)
+        target = f"ftp://127.0.0.1:{ftp.getsockname()[1]}/f.tgz"
+        location = f"HTTP/1.1 302 Found\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n".encode()
+        with ftp, _server(lambda connection: connection.sendall(location)) as url:
+            with pytest.raises(ServerError, match=f"{url}: the server answered 302 .*a redirect to '{target}'"):
+                download(url, tmp_path / "f", insecure=True, timeout=3, progress=False)
+            with pytest.raises(TimeoutError):
+                ftp.accept()  # no connection ever came
+
+    def test_https_goes_through_the_watched_connections_too(self):
+        opener = download_module._opener(download_module._Watch())
+        handlers = {
+            scheme: [type(h).__name__ for h in opener.handle_open.get(scheme, [])] for scheme in ("http", "https")
+        }
+        assert handlers == {"http": ["Handler"], "https": ["Handler"]}, handlers
+        assert "ftp" not in opener.handle_open or all(type(h).__name__ != "Handler" for h in opener.handle_open["ftp"])
+
+
+RULE = StallRule(min_bytes_per_s=100, seconds=1.0)  # the trickle below averages 400 B/s: it never stalls
+
+
+def _steady_trickle(handler, length: str = "10000000") -> None:
+    _headers(handler, Content_Length=length)
+    for _ in range(6000):  # 40 bytes every 0.1 s for up to 10 min: only the client's deadline ends it
+        handler.wfile.write(b"x" * 40)
+        handler.wfile.flush()
+        time.sleep(0.1)
+
+
+def _endless_to_32_mib(handler) -> None:  # no Content-Length: the body ends when the server hangs up, at 32 MiB at most
+    _headers(handler, Connection="close")
+    for _ in range(512):
+        handler.wfile.write(bytes(64 << 10))
+
+
+BIG_PAGE = HTML_PAGE + b"<p>" + b"padding " * (5 << 17) + b"</p>"  # a 5 MiB error page
+
+
+def _status(code: int, location: str | None = None):
+    def respond(handler) -> None:
+        handler.send_response(code)
+        if location is not None:
+            handler.send_header("Location", location)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    return respond
+
+
+@contextlib.contextmanager
+def _silent_port():
+    """A listening socket that never accepts: connections complete in its backlog, and no reply ever comes."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        yield listener.getsockname()[1]
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed on leaving: a connection there is refused
+
+
+class TestBoundedTimeAndBytes:
+    """Downloads against misbehaving loopback servers end in bounded time and bytes, with the module's own errors naming
+    the URL: a trickle just above the stall rule meets the deadline (given, or derived from the expected size), an
+    endless body meets the byte cap, an HTML page is refused from its first bytes, and a 404, a 500, a redirect loop, a
+    redirect to file://, a refused connection and a silent server are ServerError or UnreachableError."""
+
+    @pytest.mark.timeout(60)
+    def test_a_trickle_above_the_stall_rule_meets_the_deadline(self, tmp_path):
+        with (
+            _serve(_steady_trickle) as url,
+            pytest.raises(IncompleteDownloadError, match="not done within its deadline of 2 s"),
+        ):
+            download(url, tmp_path / "f", insecure=True, stall=RULE, deadline=2, timeout=5, progress=False)
+        assert 0 < (tmp_path / "f.part").stat().st_size < 10_000  # kept for resuming, not rejected
+        assert not (tmp_path / "f.rejected").exists()
+
+    @pytest.mark.timeout(60)
+    def test_the_default_deadline_comes_from_the_expected_size(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(download_module, "DEADLINE_BASE_S", 1.0)
+        monkeypatch.setattr(download_module, "DEADLINE_BYTES_PER_S", 1000)
+        assert transfer_deadline(2000) == 3.0
+        with (
+            _serve(lambda h: _steady_trickle(h, "2000")) as url,
+            pytest.raises(IncompleteDownloadError, match="deadline of 3 s"),
+        ):
+            download(
+                url, tmp_path / "f", insecure=True, stall=RULE, timeout=5, progress=False
+            )  # 2000 B at 400 B/s: 5 s
+
+    def test_the_default_deadline_bounds_cifar10_where_the_stall_rule_alone_does_not(self):
+        cifar = data.CIFAR10_BYTES
+        assert cifar / StallRule().min_bytes_per_s > 40 * 3600  # what the stall rule alone would allow: 46 hours
+        assert transfer_deadline(cifar) < 3600  # the derived deadline: under an hour
+
+    @pytest.mark.timeout(60)
+    def test_an_endless_body_without_a_size_meets_the_cap(self, tmp_path):
+        with (
+            _serve(_endless_to_32_mib) as url,
+            pytest.raises(BadResponseError, match="more than the 1048576 allowed bytes"),
+        ):
+            download(url, tmp_path / "f", insecure=True, max_bytes=1 << 20, progress=False)
+        assert (tmp_path / "f.rejected").stat().st_size <= 1 << 20 and not (tmp_path / "f.part").exists()
+
+    @pytest.mark.timeout(60)
+    def test_the_default_cap_applies_when_no_size_is_given(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(download_module, "MAX_BYTES", 2 << 20)
+        with (
+            _serve(_endless_to_32_mib) as url,
+            pytest.raises(BadResponseError, match="more than the 2097152 allowed bytes"),
+        ):
+            download(url, tmp_path / "f", insecure=True, progress=False)
+
+    def test_a_reply_announcing_more_than_the_cap_is_refused_at_once(self, http_server, tmp_path):
+        http_server.files["/big"] = bytes(300_000)
+        with pytest.raises(BadResponseError, match="announces 300000 bytes, past the 100000 allowed"):
+            download(http_server.url("/big"), tmp_path / "f", insecure=True, max_bytes=100_000, progress=False)
+
+    @pytest.mark.parametrize("digest", [None, "0" * 64])
+    def test_an_html_page_is_refused_from_its_first_bytes(self, tmp_path, digest):
+        def page(handler) -> None:
+            _headers(handler, Content_Length=str(len(BIG_PAGE)))
+            handler.wfile.write(BIG_PAGE)
+
+        expected = (ChecksumMismatchError, "It is an HTML page") if digest else (BadArchiveError, "sent an HTML page")
+        with _serve(page) as url, pytest.raises(expected[0], match=expected[1]):
+            download(url, tmp_path / "d.tgz", sha256=digest, insecure=True, kind="gzip", progress=False)
+        assert (tmp_path / "d.tgz.rejected").stat().st_size < 1 << 20 < len(BIG_PAGE)  # stopped early, set aside
+        assert not (tmp_path / "d.tgz").exists() and not (tmp_path / "d.tgz.part").exists()
+
+    @pytest.mark.timeout(60)
+    @pytest.mark.parametrize(
+        ("respond", "match"),
+        [
+            (_status(404), "answered 404 Not Found; check the address"),
+            (_status(500), "answered 500 Internal Server Error; try again later"),
+            (_status(302, "/file"), "answered 302 .*infinite loop.*; a redirect loop, or one to a non-http\\(s\\)"),
+            (_status(302, "file:///etc/passwd"), "answered 302 .*a redirect loop, or one to a non-http\\(s\\) address"),
+        ],
+        ids=["404", "500", "loop", "file"],
+    )
+    def test_error_statuses_and_bad_redirects_are_server_errors_naming_the_url(self, tmp_path, respond, match):
+        with _serve(respond) as url, pytest.raises(ServerError, match=f"{url}: the server {match}") as info:
+            download(url, tmp_path / "f", insecure=True, progress=False)
+        assert info.value.code in (302, 404, 500)
+        assert not any(tmp_path.glob("f*[!k]"))  # nothing kept but the lock: no file, no part
+
+    @pytest.mark.timeout(60)
+    def test_a_refused_connection_and_a_silent_server_are_unreachable_errors_naming_the_url(self, tmp_path):
+        refused = f"http://127.0.0.1:{_closed_port()}/f"
+        with pytest.raises(UnreachableError, match=f"{refused}: no reply \\(ConnectionRefusedError"):
+            download(refused, tmp_path / "f", insecure=True, progress=False)
+        with (
+            _silent_port() as port,
+            pytest.raises(UnreachableError, match=f"127.0.0.1:{port}/f: no reply .*at most 1 s"),
+        ):
+            download(f"http://127.0.0.1:{port}/f", tmp_path / "g", insecure=True, timeout=1, progress=False)
+
+    def test_only_http_addresses_are_fetched(self, tmp_path):
+        with pytest.raises(ValueError, match="only http:// and https:// addresses"):
+            download("file:///etc/passwd", tmp_path / "f", insecure=True, progress=False)
+
+    def test_the_course_bounds_its_bsds300_download_and_falls_back_on_a_404(self, tmp_path, monkeypatch):
+        with _serve(_status(404)) as url:
+            source = prepare_bsds300(tmp_path / "a", offline=False, url=url, progress=False)
+        assert source.is_standin and "404" in source.note
+        asked = {}
+
+        def fake_download(url, dest, **kwargs):
+            asked.update(kwargs)
+            raise IncompleteDownloadError("offline in this test")
+
+        monkeypatch.setattr(data, "download", fake_download)
+        prepare_bsds300(tmp_path / "b", offline=False, progress=False)
+        assert asked["max_bytes"] == data.BSDS300_MAX_BYTES <= 64 << 20 and asked["kind"] == "gzip"
+
+
+LONG_NAME_PAYLOAD = b"a file of some bytes" * 100
+
+
+class TestLongNames:
+    """A destination whose name leaves no room for `.part` or `.rejected` (a valid 250-byte name) is still downloaded,
+    its partial and rejected files under shortened hidden names beside it, never a bare 'File name too long'."""
+
+    def test_a_name_too_long_for_its_suffix_is_downloaded_through_a_hidden_sibling(self, http_server, tmp_path):
+        http_server.files["/f"] = LONG_NAME_PAYLOAD
+        dest = tmp_path / ("n" * 250 + ".tgz")
+        assert len(sibling_path(dest, "part").name.encode()) <= NAME_MAX < len(dest.name) + len(".part")
+        digest = hashlib.sha256(LONG_NAME_PAYLOAD).hexdigest()
+        assert download(http_server.url("/f"), dest, sha256=digest, progress=False).read_bytes() == LONG_NAME_PAYLOAD
+        assert sorted(os.listdir(tmp_path)) == sorted([dest.name, sibling_path(dest, "lock").name])
+        with pytest.raises(ChecksumMismatchError, match="expected 0000"):
+            download(http_server.url("/f"), tmp_path / ("m" * 250 + ".tgz"), sha256="0" * 64, progress=False)
+        assert sibling_path(tmp_path / ("m" * 250 + ".tgz"), "rejected").read_bytes() == LONG_NAME_PAYLOAD
+
+    def test_a_name_with_room_keeps_the_plain_suffix(self, tmp_path):
+        assert sibling_path(tmp_path / "f.tgz", "part") == tmp_path / "f.tgz.part"
+
+
+RESUME_PAYLOAD = bytes(range(256)) * 1024  # 256 KiB
+RESUME_DIGEST = hashlib.sha256(RESUME_PAYLOAD).hexdigest()
+
+
+class TestResume:
+    """Resuming downloads against the loopback server: a transfer one byte short is incomplete (kept, resumed), a resume
+    is checked against the file's whole size, and the socket timeout is the one asked for (capped by the stall rule)."""
+
+    def test_a_transfer_one_byte_short_is_incomplete_and_resumed(self, http_server, tmp_path):
+        http_server.files["/f"] = RESUME_PAYLOAD
+        http_server.cut_after["/f"] = len(RESUME_PAYLOAD) - 1
+        dest = tmp_path / "f"
+        with pytest.raises(IncompleteDownloadError, match="resumes"):
+            download(http_server.url("/f"), dest, sha256=RESUME_DIGEST, progress=False)
+        assert (tmp_path / "f.part").stat().st_size == len(RESUME_PAYLOAD) - 1
+        assert not (tmp_path / "f.rejected").exists()
+        assert (
+            download(http_server.url("/f"), dest, sha256=RESUME_DIGEST, progress=False).read_bytes() == RESUME_PAYLOAD
+        )
+
+    def test_a_resume_counts_the_bytes_already_there_against_the_exact_size(self, http_server, tmp_path):
+        http_server.files["/f"] = RESUME_PAYLOAD
+        http_server.cut_after["/f"] = 100_000
+        dest = tmp_path / "f"
+        with pytest.raises(IncompleteDownloadError):
+            download(http_server.url("/f"), dest, sha256=RESUME_DIGEST, size=len(RESUME_PAYLOAD), progress=False)
+        http_server.cut_after["/f"] = 50_000  # the resumed transfer breaks off too: still incomplete, still kept
+        with pytest.raises(IncompleteDownloadError, match=f"of {len(RESUME_PAYLOAD)} bytes"):
+            download(http_server.url("/f"), dest, sha256=RESUME_DIGEST, size=len(RESUME_PAYLOAD), progress=False)
+        assert (tmp_path / "f.part").stat().st_size == 150_000
+        assert download(
+            http_server.url("/f"), dest, sha256=RESUME_DIGEST, size=len(RESUME_PAYLOAD), progress=False
+        ).exists()
+        assert http_server.requests[-1] == ("/f", "bytes=150000-")
+
+    @pytest.mark.parametrize(("timeout", "stall_s", "applied"), [(7.5, 60.0, 7.5), (100.0, 20.0, 20.0)])
+    def test_the_socket_timeout_is_applied(self, http_server, tmp_path, monkeypatch, timeout, stall_s, applied):
+        http_server.files["/f"] = RESUME_PAYLOAD
+        seen = []
+        real = urllib.request.OpenerDirector.open
+
+        def urlopen(opener, request, data=None, timeout=None):
+            seen.append(timeout)
+            return real(opener, request, data, timeout=timeout)
+
+        monkeypatch.setattr(download_module.urllib.request.OpenerDirector, "open", urlopen)
+        stall = StallRule(seconds=stall_s)
+        download(
+            http_server.url("/f"), tmp_path / "f", sha256=RESUME_DIGEST, timeout=timeout, stall=stall, progress=False
+        )
+        assert seen == [applied]
+
+    def test_a_416_to_a_fresh_request_is_the_servers_error_not_a_whole_part(self, tmp_path, monkeypatch):
+        def urlopen(opener, request, data=None, timeout=None):
+            raise urllib.error.HTTPError(request.full_url, 416, "Range Not Satisfiable", {}, None)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(download_module.urllib.request.OpenerDirector, "open", urlopen)
+        with pytest.raises(
+            ServerError, match="127.0.0.1:9/f: the server answered 416"
+        ) as info:  # the module's own error
+            download("http://127.0.0.1:9/f", tmp_path / "f", sha256=RESUME_DIGEST, progress=False)
+        assert info.value.code == 416
+        assert not (tmp_path / "f").exists()

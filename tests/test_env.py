@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
 import torch
 
+from helpers import env
 from helpers.course.profiles import PROFILE_ENV_VAR, resolve_profile, resolve_profile_name
 from helpers.env import environment_report, format_environment_report, resolve_device
 from helpers.seeding import seed_everything
@@ -82,3 +84,27 @@ def test_the_report_counts_bf16_only_where_it_is_not_emulated(monkeypatch, major
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
     report = environment_report(torch.device("cuda", 0))
     assert report["bf16_supported"] is native and asked == [False]
+
+
+class TestTheMachineAsThisProcessSeesIt:
+    """env.py reads the machine as this process sees it: "auto" is the default device, the cores are the affinity's, and
+    memory is reported in GiB."""
+
+    def test_auto_is_the_default_device(self):
+        assert env.resolve_device("auto") == env.resolve_device(None) == env.resolve_device()
+
+    def test_the_cores_are_the_ones_this_process_may_run_on(self, monkeypatch):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(0, 74, 2)), raising=False)
+        assert env.usable_cpu_count() == 37  # not os.cpu_count(): a container or taskset may allow fewer
+
+    def test_memory_is_reported_in_gib(self, monkeypatch):
+        monkeypatch.setattr(env, "total_memory_bytes", lambda: 12 * 2**30)
+        report = env.environment_report()
+        assert report["memory_gib"] == 12.0
+        assert "12.0 GiB RAM" in env.format_environment_report(report)
+
+    def test_the_report_line_names_every_library_version(self):
+        report = env.environment_report()
+        line = env.format_environment_report(report)
+        for name in ("torch", "torchvision", "kornia"):
+            assert f"{name} {report[name]}" in line

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import tracemalloc
 import zlib
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from helpers.images import (
@@ -18,7 +20,10 @@ from helpers.images import (
     image_census,
     image_header,
     load_rgb_image,
+    to_uint8_tensor,
+    to_unit_float,
 )
+from helpers.jpeg_crop import ReducedCropDataset, decode_crop
 
 
 @pytest.fixture
@@ -187,3 +192,62 @@ def test_an_image_exactly_the_crop_size_fits():
     check_crop_fits((128, 128), 128, path="exact.jpg")
     with pytest.raises(ImageTooSmallError, match="exact.jpg"):
         check_crop_fits((128, 127), 128, path="exact.jpg")
+
+
+class TestSocketsAndBombs:
+    """A socket where an image should be is named as one (it cannot even be opened: ENXIO, which read as 'corrupt or
+    truncated'), and a decompression bomb met by the reduced-size decoder gets the bomb's own advice (raise
+    MAX_IMAGE_PIXELS if the file is trusted), not 'download it again'."""
+
+    def test_a_socket_where_an_image_should_be_is_named(self, tmp_path):
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(tmp_path / "photo.png"))
+        try:
+            for read in (load_rgb_image, image_header, lambda p: decode_crop(p, 8)):
+                with pytest.raises(BadImageError, match="photo.png: is a socket, not an image file"):
+                    read(tmp_path / "photo.png")
+        finally:
+            server.close()
+
+    def test_a_decompression_bomb_gets_the_bombs_advice_from_decode_crop(self, tmp_path):
+        Image.new("RGB", (8, 8)).save(tmp_path / "bomb.jpg", quality=5)
+        data = bytearray((tmp_path / "bomb.jpg").read_bytes())
+        frame = data.find(b"\xff\xc0")  # the frame header: its height and width claim 60000 x 60000
+        data[frame + 5 : frame + 9] = (60000).to_bytes(2, "big") * 2
+        (tmp_path / "bomb.jpg").write_bytes(bytes(data))
+        for read in (lambda p: decode_crop(p, 16), lambda p: ReducedCropDataset([(str(p), 0)], 16)[0]):
+            with pytest.raises(BadImageError, match="bomb.jpg: .*decompression bomb; if you trust the file, raise"):
+                read(tmp_path / "bomb.jpg")
+
+
+class TestConversionsAndCropFit:
+    """images.py's one uint8-to-float place divides by 255 and leaves floats alone, to_uint8_tensor keeps height and
+    width apart, and a crop that fits in one direction only is still too big."""
+
+    def test_uint8_becomes_float_in_unit_range_and_floats_pass_through(self):
+        pixels = torch.tensor([0, 1, 128, 255], dtype=torch.uint8)
+        assert torch.equal(to_unit_float(pixels), torch.tensor([0, 1, 128, 255], dtype=torch.float32) / 255)
+        assert float(to_unit_float(pixels)[-1]) == 1.0
+        already = torch.tensor([0.25, 0.5])
+        assert torch.equal(to_unit_float(already), torch.tensor([0.25, 0.5]))  # not divided again (not even in place)
+
+    def test_to_uint8_tensor_is_channels_height_width(self):
+        array = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)  # height 2, width 3, RGB
+        tensor = to_uint8_tensor(array)
+        assert tensor.shape == (3, 2, 3) and tensor.is_contiguous()
+        assert torch.equal(tensor[:, 1, 2], torch.from_numpy(array[1, 2]))
+
+    @pytest.mark.parametrize("size", [(10, 40), (40, 10)])
+    def test_a_crop_too_big_in_one_direction_is_refused(self, size):
+        check_crop_fits((40, 40), 16)
+        with pytest.raises(ImageTooSmallError, match=r"p.png: image is \d+x\d+ pixels, smaller than the 16x16 crop"):
+            check_crop_fits(size, 16, path="p.png")
+
+
+class TestIntegerImageRange:
+    """A 32-bit integer image past 16-bit values is refused."""
+
+    def test_an_integer_image_past_16_bit_values_is_refused(self, tmp_path):
+        Image.fromarray(np.array([[0, 70000]], dtype=np.int32)).save(tmp_path / "wide.tiff")
+        with pytest.raises(BadImageError, match=r"wide.tiff: mode I holds values 0..70000, outside 16-bit"):
+            load_rgb_image(tmp_path / "wide.tiff")

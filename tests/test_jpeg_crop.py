@@ -93,3 +93,25 @@ def test_a_bad_file_is_named(tmp_path):
     Image.new("L", (80, 60), 128).save(buffer, format="JPEG")
     grey, _ = decode_crop(buffer.getvalue(), 16)
     assert grey.mode == "RGB"
+
+
+class TestFlip:
+    """ReducedCropDataset flips about half of its samples, each drawn on its own."""
+
+    def test_about_half_the_samples_are_flipped(self, tmp_path):
+        ramp = np.repeat(np.linspace(0, 255, 32, dtype=np.uint8)[None, :, None], 32, axis=0).repeat(3, axis=2)
+        Image.fromarray(ramp).save(tmp_path / "ramp.png")  # dark on the left, bright on the right
+        dataset = ReducedCropDataset([(str(tmp_path / "ramp.png"), 0)] * 200, 16, scale=(1.0, 1.0), ratio=(1.0, 1.0))
+        torch.manual_seed(0)
+        flipped = [bool(pixels[0, :, 0].float().mean() > pixels[0, :, -1].float().mean()) for pixels, _ in dataset]
+        assert 0.38 < sum(flipped) / len(flipped) < 0.62
+
+
+class TestBoxAtAReducedScale:
+    """jpeg_crop.map_box scales by the exact power of two a reduced JPEG was decoded at."""
+
+    def test_a_box_maps_by_the_power_of_two_even_when_the_size_is_not_a_multiple(self):
+        box = (40, 100, 200, 160)  # top, left, height, width
+        full, reduced = (501, 375), (126, 94)  # libjpeg at 1/4: ceil(501 / 4), ceil(375 / 4)
+        assert map_box(box, full, reduced) == (100 / 4, 40 / 4, 260 / 4, 240 / 4)
+        assert map_box(box, full, full) == (100, 40, 260, 240)

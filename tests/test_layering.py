@@ -1,17 +1,20 @@
-"""The package's two layers: library modules copy one at a time (each imports only the siblings its docstring names),
-the library never imports the course layer, and imports sit at module level except optional dependencies."""
+"""The package's two layers: library modules copy one at a time (each imports only the siblings its docstring names,
+and shows its use in an example that runs), the library never imports the course layer, and imports sit at module
+level except optional dependencies."""
 
 from __future__ import annotations
 
 import ast
+import doctest
 import re
 from pathlib import Path
 
 import pytest
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
-ENTRY_POINTS = {"__init__.py", "bench.py", "train.py"}  # `python -m helpers.bench|train`: thin, run the course
-LIBRARY = sorted(p for p in HELPERS.glob("*.py") if p.name not in ENTRY_POINTS)
+# Every module beside __init__.py is the library (what `pip install .` installs as feeding_the_gpu): the course's
+# command lines live in the course layer (`python -m helpers.course.train|bench`).
+LIBRARY = sorted(p for p in HELPERS.glob("*.py") if p.name != "__init__.py")
 COURSE = sorted((HELPERS / "course").rglob("*.py"))  # with its packages (helpers/course/verdicts/)
 # Imports allowed inside a function: optional dependencies that most users do not have, and (per module) packages
 # that only one function of a library module needs, so that copying the module does not require them.
@@ -139,3 +142,19 @@ def test_library_reads_no_course_settings(path):
     source = path.read_text(encoding="utf-8")
     assert "COURSE_" not in source, f"{path.name}: COURSE_* settings are the course's"
     assert "resolve_profile" not in source and "PROFILE" not in source, f"{path.name}: profiles are the course's"
+
+
+def docstring_examples(path: Path) -> list[doctest.Example]:
+    """The `>>>` examples of a module's docstring, as doctest reads them."""
+    return doctest.DocTestParser().get_examples(ast.get_docstring(_tree(path)) or "")
+
+
+@pytest.mark.parametrize("path", LIBRARY, ids=lambda p: p.name)
+def test_library_module_docstring_shows_its_use_in_an_example_that_runs(path):
+    """`make test` runs these (pytest --doctest-modules over helpers/). They use the module's own names, not the
+    package's, so that a copy of the file, in a package of any name, carries a usage that still runs."""
+    examples = docstring_examples(path)
+    assert examples, f"{path.name}: its docstring has no `>>>` example of its use"
+    assert any(example.want for example in examples), f"{path.name}: no example shows the output it checks"
+    imports = [e.source.strip() for e in examples if re.search(r"\b(from|import)\s+(helpers|\.)", e.source)]
+    assert not imports, f"{path.name}: the example imports the package ({imports}); use the module's own names"

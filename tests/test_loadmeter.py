@@ -6,6 +6,7 @@ import resource
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -171,3 +172,28 @@ def test_a_block_is_busy_from_the_threshold_on():
     from helpers.loadmeter import BUSY_CORES, LoadReading
 
     assert LoadReading(BUSY_CORES, 2, 1.0).busy and not LoadReading(BUSY_CORES - 0.01, 2, 1.0).busy
+
+
+class _Process:
+    def __init__(self, user: float, system: float, reaped: float, children=()) -> None:
+        self.times = SimpleNamespace(user=user, system=system, children_user=reaped, children_system=0.0)
+        self.kids = list(children)
+
+    def cpu_times(self):
+        return self.times
+
+    def children(self, recursive: bool = False):
+        if not recursive:
+            return list(self.kids)
+        return [d for kid in self.kids for d in (kid, *kid.children(recursive=True))]
+
+
+class TestProcessTreeCpuSeconds:
+    """tree_cpu_seconds sums this process, every descendant (grandchildren too) and the children this process reaped,
+    each once."""
+
+    def test_the_tree_counts_grandchildren_and_reaped_children_once(self):
+        grandchild = _Process(4.0, 0.0, 100.0)
+        child = _Process(2.0, 0.5, 100.0, [grandchild])  # a descendant's reaped children are in its parent's times
+        root = _Process(1.0, 0.25, 8.0, [child])
+        assert tree_cpu_seconds(root) == pytest.approx(1.25 + 8.0 + 2.5 + 4.0)  # type: ignore[arg-type]

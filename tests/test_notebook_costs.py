@@ -1,4 +1,4 @@
-"""Every notebook's "What it costs" gives minutes from one home: the README's "Time per notebook" table (the last
+"""Every notebook's "What it costs" gives minutes from one home: results/cpu-run.md's "Time per notebook" table (the last
 measured `make course`), and never a measured GPU time, since no GPU run has been committed; where it gives the full
 profile's estimates on a T4 and an H200, they are labelled as estimates and are the estimates file's
 (results/estimates/notebook-costs-full.json, written by tools/notebook_costs.py)."""
@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-def readme_minutes(text: str) -> dict[str, str]:
-    """The README's "Time per notebook" table as {notebook number: minutes}."""
+def page_minutes(text: str) -> dict[str, str]:
+    """results/cpu-run.md's "Time per notebook" table as {notebook number: minutes}."""
     section = text.split("### Time per notebook", 1)[1].split("\n#", 1)[0]
     return {number: minutes for number, minutes in re.findall(r"^\| (\d\d) \| \d+ \| (\d+\.\d) \|$", section, re.M)}
 
@@ -29,16 +29,16 @@ def quoted_minutes(notebook: nbformat.NotebookNode) -> list[str]:
     return re.findall(r"about (\d+\.\d) min\b", measured)
 
 
-def test_the_readme_table_covers_every_notebook():
-    assert sorted(readme_minutes((ROOT / "README.md").read_text())) == [p.name[:2] for p in NOTEBOOKS]
+def test_the_times_table_covers_every_notebook():
+    assert sorted(page_minutes((ROOT / "results" / "cpu-run.md").read_text())) == [p.name[:2] for p in NOTEBOOKS]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_what_it_costs_quotes_the_readme_minutes_and_no_gpu_time(path):
-    minutes = readme_minutes((ROOT / "README.md").read_text())
+def test_what_it_costs_quotes_the_page_minutes_and_no_gpu_time(path):
+    minutes = page_minutes((ROOT / "results" / "cpu-run.md").read_text())
     notebook = nbformat.read(path, as_version=4)
     assert quoted_minutes(notebook) == [minutes[path.name[:2]]], (
-        f"{path.name}: 'What it costs' must quote the README's 'Time per notebook' minutes ({minutes[path.name[:2]]})"
+        f"{path.name}: 'What it costs' must quote results/cpu-run.md's 'Time per notebook' minutes ({minutes[path.name[:2]]})"
     )
     cost = next(c.source for c in notebook.cells if "**What it costs.**" in c.source)
     assert "no GPU time has been measured" in cost and not re.search(r"min[^.]*\bon (a|the|one) GPU\b", cost)
@@ -46,7 +46,7 @@ def test_what_it_costs_quotes_the_readme_minutes_and_no_gpu_time(path):
 
 def test_a_stale_quote_is_caught():
     stale = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("**What it costs.** about 9.9 min")])
-    assert quoted_minutes(stale) == ["9.9"] != [readme_minutes((ROOT / "README.md").read_text())["01"]]
+    assert quoted_minutes(stale) == ["9.9"] != [page_minutes((ROOT / "results" / "cpu-run.md").read_text())["01"]]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -1,7 +1,8 @@
 """Read-only and full data folders, on real mounts in a private mount namespace (root and unshare on Linux; skipped
 elsewhere): a verified download, an extracted archive, a shard set and a resized store already in a read-only folder
 are used as they are; what must be written there is a DestinationError naming the folder and what to do; a full disk
-in extract_into and write_shards names the destination, and the set that was there stays usable."""
+in extract_into and write_shards names the destination, and the set that was there stays usable; safe_extract
+straight into a full or read-only folder names that folder too."""
 
 from __future__ import annotations
 
@@ -141,3 +142,36 @@ def test_a_full_disk_names_the_destination_and_keeps_the_set_that_was_there(tmp_
         assert "No space left on device" in said[name] and "free space on that disk" in said[name], said[name]
     assert said["after"] == said["before"]  # the set that was there is whole and readable
     assert said["left"] == ["shards", "shards.lock", "top.lock"]  # no staging, no partial folder
+
+
+SAFE_EXTRACT = """
+import json, sys
+from pathlib import Path
+from helpers.archives import safe_extract
+from helpers.atomic import DestinationError
+archive, small, ro = (Path(arg) for arg in sys.argv[1:4])
+said = {}
+for name, dest in (("full", small / "out"), ("read-only", ro / "out")):
+    try:
+        safe_extract(archive, dest)
+        said[name] = "no error"
+    except DestinationError as error:
+        said[name] = str(error)
+print(json.dumps(said))
+"""
+
+
+def test_safe_extract_into_a_full_or_read_only_folder_names_the_destination(tmp_path):
+    small, ro = tmp_path / "small", tmp_path / "ro"
+    small.mkdir()
+    ro.mkdir()
+    rng = np.random.default_rng(0)
+    (tmp_path / "a.tar").write_bytes(tar_bytes({f"top/{i}.bin": rng.bytes(1 << 20) for i in range(3)}, mode="w"))
+    mounts = f"mount -t tmpfs -o size=1m tmpfs {small} && mount --bind {ro} {ro} && mount -o remount,bind,ro {ro}"
+    result = _in_namespace(mounts, SAFE_EXTRACT, str(tmp_path / "a.tar"), str(small), str(ro))
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    assert f"{small / 'out'}: cannot write the members of a.tar" in said["full"], said["full"]
+    assert "No space left on device" in said["full"] and "free space on that disk" in said["full"], said["full"]
+    assert f"{ro / 'out'}: cannot write the members of a.tar" in said["read-only"], said["read-only"]
+    assert f"{ro} cannot be written: make it writable" in said["read-only"], said["read-only"]

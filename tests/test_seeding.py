@@ -39,3 +39,22 @@ def test_rank_seeds_are_distinct_and_a_stride_apart():
     assert len(set(seeds)) == 8 and seeds[0] == 3
     assert [b - a for a, b in pairwise(seeds)] == [RANK_SEED_STRIDE] * 7
     assert rank_seed(4, 0) != rank_seed(3, 1)  # neighbouring seeds do not collide with the next rank
+
+
+class TestNumpyFoldAndCuda:
+    """seed_everything folds seeds of 2**31 and more modulo 2**32 for NumPy (not 2**31), and seeds CUDA too."""
+
+    def test_a_seed_between_2_to_the_31_and_2_to_the_32_reaches_numpy_unchanged(self):
+        seed = 2**31 + 5
+        seed_everything(seed)
+        drawn = np.random.rand()
+        np.random.seed(seed)
+        assert drawn == np.random.rand()
+
+    def test_cuda_is_seeded_where_it_is_available(self, monkeypatch):
+        seeded: list[int] = []
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "manual_seed_all", seeded.append)
+        monkeypatch.setattr(torch, "manual_seed", lambda seed: None)  # torch.manual_seed seeds CUDA itself: keep it out
+        seed_everything(7)
+        assert seeded == [7]

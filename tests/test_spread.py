@@ -4,17 +4,9 @@ doctor, precision, the ladders and the course's verdicts all print."""
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
-from helpers import spread
 from helpers.spread import WITHIN_NOISE, Spread, compare_text, efficiency_text, ratio_text
-
-
-def test_the_docstring_example_runs():
-    failed, tried = doctest.testmod(spread)
-    assert tried and not failed
 
 
 def test_a_spread_is_the_median_lowest_highest_and_count_of_its_values():

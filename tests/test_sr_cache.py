@@ -5,6 +5,7 @@ loader, and the background prefetcher."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +24,12 @@ from PIL import Image
 
 from helpers import sr_cache
 from helpers.images import BadImageError, ImageTooSmallError
+from helpers.safe_open import NotRegularFileError
 from helpers.sr_cache import BackgroundPrefetcher, CachedCropLoader, DecodedSRCache, DeviceSRCropLoader
 from helpers.sr_data import bicubic_downscale, dihedral
 
 from .conftest import interior_gap, shifted_gap
+from .test_safe_open import _within
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -357,3 +361,134 @@ def test_an_image_smaller_than_the_scale_is_named(tmp_path):
     photos = _small_set(tmp_path / "photos", 0, sizes=((48, 64), (3, 40)))
     with pytest.raises(ImageTooSmallError, match=r"1.png: image is 40x3 pixels, smaller than the x4 scale"):
         DecodedSRCache(photos, scale=4)
+
+
+def _images(folder: Path, count: int = 2) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        Image.fromarray(np.random.default_rng(i).integers(0, 256, (32, 40, 3), dtype=np.uint8)).save(
+            folder / f"{i}.png"
+        )
+        paths.append(folder / f"{i}.png")
+    return paths
+
+
+class TestStoreFilesAndFingerprint:
+    """The SR cache's files: the stores are mapped from the descriptor that was checked to be a regular file (a FIFO put
+    at hr.u8 after its check is named, never opened blocking), and the content fingerprint reads each image a MiB at a
+    time (a photograph with a gigabyte appended costs no gigabyte of memory), with the same key as before, so existing
+    caches are kept."""
+
+    def test_a_fifo_put_at_a_store_after_its_check_is_named_not_opened(self, tmp_path, monkeypatch):
+        paths = _images(tmp_path / "photos")
+        folder = sr_cache.DecodedSRCache(paths, scale=2, cache_dir=tmp_path / "cache").cache_folder
+        assert folder is not None
+        real, checks = sr_cache.check_regular, []
+
+        def check_then_swap(path, **kwargs):  # the race made certain: hr.u8 becomes a FIFO right after it is checked
+            info = real(path, **kwargs)
+            checks.append(Path(path).name)
+            if checks.count("hr.u8") == 2 and Path(path).name == "hr.u8":  # the check just before the mapping
+                os.replace(path, tmp_path / "kept.u8")
+                os.mkfifo(path)
+            return info
+
+        monkeypatch.setattr(sr_cache, "check_regular", check_then_swap)
+        try:
+            _within(20, lambda: sr_cache.DecodedSRCache(paths, scale=2, cache_dir=tmp_path / "cache"))
+        except NotRegularFileError as error:
+            assert "hr.u8: is a FIFO (named pipe)" in str(error)
+        else:
+            raise AssertionError("a FIFO was mapped as the cache's store")
+
+    def test_the_fingerprint_streams_each_image_and_keeps_its_key(self, tmp_path):
+        paths = _images(tmp_path / "photos", 1)
+        with open(paths[0], "ab") as f:  # PNG readers stop at IEND: 64 MiB after it change nothing but the bytes
+            f.write(os.urandom(1 << 20) * 64)
+        shapes = [(32, 40)]
+        tracemalloc.start()
+        try:
+            key = sr_cache._fingerprint(paths, 2, shapes)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 16 << 20, f"{peak / 2**20:.0f} MiB to fingerprint a 64 MiB file"
+        digest = hashlib.blake2b(b"decoded-cache v4 (HW RGBX) x2", digest_size=16)  # the key as it was computed before
+        digest.update(f"{paths[0].resolve()}\0{32}x{40}\0".encode())
+        digest.update(hashlib.blake2b(paths[0].read_bytes(), digest_size=16).digest())
+        assert key == digest.hexdigest()
+
+
+def _cache(tmp_path, sizes) -> DecodedSRCache:
+    folder = tmp_path / "small"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    for i, (width, height) in enumerate(sizes):
+        Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8)).save(folder / f"s{i}.png")
+    return DecodedSRCache(folder, scale=2)
+
+
+class TestStoreSizesAndCropLoader:
+    """The on-disk decoded cache checks each store's exact size (a store longer than its metadata says is damaged too,
+    and is rebuilt with a message); CachedCropLoader's seed decides its crops, its epoch ends with the short last batch,
+    and a crop wider than an image is refused naming the image."""
+
+    @pytest.mark.parametrize("store", ["hr.u8", "lr.u8"])
+    def test_a_store_longer_than_its_metadata_is_rebuilt(self, tmp_path, store):
+        photos = tmp_path / "photos"
+        photos.mkdir()
+        rng = np.random.default_rng(0)
+        for i in range(2):
+            Image.fromarray(rng.integers(0, 256, (22, 26, 3), dtype=np.uint8)).save(photos / f"p{i}.png")
+        cache = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
+        lr, hr = (t.clone() for t in cache.image(1))
+        path = cache.cache_folder / store
+        size = path.stat().st_size
+        del cache
+        with open(path, "ab") as f:
+            f.write(b"\0" * 64)
+        with pytest.warns(UserWarning, match=rf"{store} holds {size + 64} bytes, {size} expected.*rebuilding"):
+            again = DecodedSRCache(photos, scale=2, cache_dir=tmp_path / "cache")
+        assert again.rebuilt and path.stat().st_size == size
+        assert torch.equal(again.image(1)[0], lr) and torch.equal(again.image(1)[1], hr)
+
+    def test_the_cached_loaders_seed_decides_its_crops_and_its_epoch_ends_short(self, tmp_path):
+        cache = _cache(tmp_path, [(24, 20)] * 6)
+
+        def batches(seed: int) -> list[torch.Tensor]:
+            return [hr for _, hr in CachedCropLoader(cache, batch_size=4, hr_crop=8, seed=seed, as_float=False)]
+
+        first = batches(0)
+        assert [len(hr) for hr in first] == [4, 2]  # 6 images: a full batch, then the short last one
+        assert all(torch.equal(a, b) for a, b in zip(first, batches(0)))
+        assert not all(torch.equal(a, b) for a, b in zip(first, batches(1)))
+
+    def test_a_crop_wider_than_an_image_names_it(self, tmp_path):
+        cache = _cache(tmp_path, [(40, 60), (12, 60)])  # the second is tall enough, not wide enough
+        with pytest.raises(ImageTooSmallError, match=r"s1.png: image is 12x60 pixels, smaller than the 16x16 crop"):
+            cache.sample(2, hr_crop=16, generator=torch.Generator().manual_seed(0))
+
+    def test_the_device_loaders_y_channel_is_pils_y_of_its_rgb_crop(self, tmp_path):
+        from helpers.sr_cache import DeviceSRCropLoader
+
+        cache = _cache(tmp_path, [(24, 20)] * 3)
+        common = dict(batch_size=3, hr_crop=8, batches_per_epoch=1, seed=0, augment=False)
+        ((_, rgb),) = list(DeviceSRCropLoader(cache, **common))
+        ((lr, y),) = list(DeviceSRCropLoader(cache, channels="y", **common))
+        assert y.shape == (3, 1, 8, 8) and lr.shape == (3, 1, 4, 4)
+        for crop, luma in zip(rgb, y):
+            pixels = (crop * 255).round().to(torch.uint8).permute(1, 2, 0).numpy()
+            expected = np.array(Image.fromarray(pixels).convert("YCbCr").getchannel(0))
+            assert torch.equal((luma[0] * 255).round().to(torch.uint8), torch.from_numpy(expected))
+
+    def test_the_device_loaders_seed_decides_its_crops(self, tmp_path):
+        from helpers.sr_cache import DeviceSRCropLoader
+
+        cache = _cache(tmp_path, [(64, 48), (80, 64)])
+
+        def crops(seed):
+            loader = DeviceSRCropLoader(cache, batch_size=4, hr_crop=16, batches_per_epoch=2, seed=seed)
+            return torch.cat([hr for _, hr in loader])
+
+        assert torch.equal(crops(1), crops(1)) and not torch.equal(crops(1), crops(2))

@@ -14,9 +14,19 @@ import threading
 import numpy as np
 import pytest
 
+from helpers import archives
 from helpers.archives import extract_into, safe_extract
 from helpers.safe_open import NotRegularFileError
-from helpers.tar_scan import META_HEADER_BYTES, BadArchiveError, UnsafeArchiveError
+from helpers.tar_scan import (
+    BLOCK,
+    META_HEADER_BYTES,
+    NAME_MAX,
+    TRAILING_BYTES,
+    BadArchiveError,
+    ExtractLimits,
+    UnsafeArchiveError,
+    scan_tar,
+)
 
 from .conftest import tar_bytes
 
@@ -210,3 +220,183 @@ def test_a_header_with_a_signed_checksum_is_read(tmp_path):
     archive = tmp_path / "signed.tar"
     archive.write_bytes(bytes(header) + b"1" + bytes(511) + END)
     assert len(safe_extract(archive, tmp_path / "out")) == 1
+
+
+def _sparse_map_archive(blocks: int, *, global_header: bool = False) -> bytes:
+    """A GNU sparse 1.0 member whose map lists `blocks` (offset, size) pairs: tarfile parses the whole map in open()."""
+    records = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "top/s", "GNU.sparse.realsize": "9"}
+    sparse_map = b"%d\n" % blocks + b"0\n0\n" * blocks
+    sparse_map += bytes(-len(sparse_map) % 512)
+    pax = _pax(records)
+    if global_header:  # the same records in a global pax header, which applies to every member after it
+        pax = _header("././@PaxHeader", pax[124:136], b"g") + pax[512:]
+    return pax + _header("top/GNUSparseFile.0/s", _octal(len(sparse_map))) + sparse_map + END
+
+
+class TestCraftedHeaders:
+    """Crafted archives: a GNU sparse map is refused by the pre-scan before tarfile reads it, and a
+    negative size on a pax or long-name header, a NUL in a pax path, a name that is a file in one member and a folder in
+    another, and a name part past NAME_MAX are each a named UnsafeArchiveError; a long but valid top folder extracts
+    (the hidden staging and lock names beside it are shortened to fit)."""
+
+    @pytest.mark.timeout(120)
+    @pytest.mark.parametrize("global_header", [False, True])
+    def test_a_gnu_sparse_map_is_refused_before_tarfile_reads_it(self, tmp_path, monkeypatch, global_header):
+        # 500,000 map entries: 2 MB of tar, 2 KB of gzip; tarfile.open spends about a second and 200 MB on it (8 KB of
+        # gzip: 4 s and 760 MB), so the pre-scan must refuse it before tarfile is asked to open anything.
+        data = gzip.compress(_sparse_map_archive(500_000, global_header=global_header), mtime=0)
+        assert len(data) < 4096
+
+        def never(*args, **kwargs):
+            raise AssertionError("tarfile.open was reached: the sparse map would be parsed before any check")
+
+        monkeypatch.setattr(archives.tarfile, "open", never)
+        _refused(tmp_path, data, UnsafeArchiveError, "describes a GNU sparse file \\(GNU.sparse.major\\)", "sparse.tgz")
+
+    @pytest.mark.parametrize(("kind", "what"), [(b"x", "pax"), (b"L", "long-name"), (b"g", "pax")])
+    def test_a_negative_size_on_a_meta_header_is_refused(self, tmp_path, kind, what):
+        data = _header("././@LongLink", b"\xff" * 12, kind) + _member("top/a", b"1") + END
+        _refused(tmp_path, data, UnsafeArchiveError, f"a {what} header at byte 0 has a negative size \\(-1\\)")
+
+    def test_a_nul_in_a_pax_path_is_refused(self, tmp_path):
+        data = _pax({"path": "top/a\0b"}) + _member("top/x", b"1") + END
+        _refused(tmp_path, data, UnsafeArchiveError, "member 'top/a\\\\x00b' has a NUL byte in its name")
+
+    @pytest.mark.parametrize(
+        ("members", "match"),
+        [
+            (
+                [("top/a", b"0"), ("top/a/b", b"0")],
+                "'top/a/b' makes 'top/a' a folder, where another member makes it a file",
+            ),
+            (
+                [("top/a/", b"5"), ("top/a", b"0")],
+                "'top/a' makes 'top/a' a file, where another member makes it a folder",
+            ),
+            (
+                [("top/a/b", b"0"), ("top/a", b"0")],
+                "'top/a' makes 'top/a' a file, where another member makes it a folder",
+            ),
+        ],
+    )
+    def test_a_name_that_is_a_file_and_a_folder_is_refused(self, tmp_path, members, match):
+        data = b"".join(_header(name, _octal(0), kind) for name, kind in members) + END
+        _refused(tmp_path, data, UnsafeArchiveError, match)
+
+    def test_a_file_replaced_by_a_later_file_of_the_same_name_is_still_extracted(self, tmp_path):
+        archive = tmp_path / "twice.tar"
+        archive.write_bytes(_member("top/a", b"old") + _member("top/b/c", b"1") + _member("top/a", b"new!") + END)
+        safe_extract(archive, tmp_path / "out")
+        assert (tmp_path / "out" / "top" / "a").read_bytes() == b"new!"
+
+    @pytest.mark.parametrize("how", ["pax", "gnu"])
+    def test_a_name_part_past_name_max_is_refused(self, tmp_path, how):
+        name = "top/" + "n" * (NAME_MAX + 1)
+        buffer = io.BytesIO()
+        with tarfile.open(
+            fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT if how == "pax" else tarfile.GNU_FORMAT
+        ) as t:
+            info = tarfile.TarInfo(name)
+            info.size = 1
+            t.addfile(info, io.BytesIO(b"1"))
+        _refused(
+            tmp_path, buffer.getvalue(), UnsafeArchiveError, f"has a name part of {NAME_MAX + 1} bytes, past the 255"
+        )
+
+    def test_a_name_part_of_exactly_name_max_is_extracted(self, tmp_path):
+        archive = tmp_path / "long.tar"
+        archive.write_bytes(tar_bytes({"top/" + "n" * NAME_MAX: b"1"}, mode="w"))
+        assert [len(p.name) for p in safe_extract(archive, tmp_path / "out")] == [NAME_MAX]
+
+    @pytest.mark.parametrize("length", [240, NAME_MAX])
+    def test_a_long_valid_top_folder_extracts_and_leaves_nothing_beside_it(self, tmp_path, length):
+        top = "t" * length  # the staging name beside it would be ~300 bytes: shortened, as is the lock at 255
+        archive = tmp_path / "a.tgz"
+        archive.write_bytes(tar_bytes({f"{top}/a.txt": b"1", f"{top}/sub/b.txt": b"2"}))
+        folder = extract_into(archive, tmp_path / "parent", top)
+        assert (folder / "a.txt").read_bytes() == b"1" and (folder / "sub" / "b.txt").read_bytes() == b"2"
+        names = sorted(p.name for p in (tmp_path / "parent").iterdir())
+        lock = f"{top}.lock" if length == 240 else f".{'t' * 131}~"  # at 255 bytes, '.lock' no longer fits: shortened
+        assert len(names) == 2 and top in names and all(len(n.encode()) <= NAME_MAX for n in names)
+        assert [n for n in names if n != top][0].startswith(lock)
+        assert extract_into(archive, tmp_path / "parent", top) == folder  # found complete the second time
+
+
+LIMITS = ExtractLimits(members=100, member_bytes=1 << 20, total_bytes=1 << 20)
+
+
+def _tar(members: dict[str, bytes], **options) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", **options) as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def _names(data: bytes) -> list[str]:
+    return [m.name for m in scan_tar(io.BytesIO(data), LIMITS, where="t.tar")]
+
+
+class TestAgainstTarfile:
+    """scan_tar against tarfile itself: a header whose checksum field is zero is garbage, a ustar name split into prefix
+    and name is read whole, a member's own pax path wins over a global one, and the padding after the end marker and
+    the extended headers in a row are bounded."""
+
+    def test_a_header_with_a_zeroed_checksum_is_garbage(self):
+        data = bytearray(_tar({"a.txt": b"hello"}))
+        data[148:156] = b"0000000\0"
+        with pytest.raises(BadArchiveError, match=r"t.tar: a garbage header at byte 0"):
+            _names(bytes(data))
+
+    def test_a_ustar_prefix_and_name_are_read_as_one_path(self):
+        long_name = "folder-" + "x" * 90 + "/" + "image-" + "y" * 60 + ".png"
+        data = _tar({long_name: b"pixels"}, format=tarfile.USTAR_FORMAT)
+        assert data[BLOCK * 0 + 345] != 0  # the name really went into the ustar prefix field
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            assert tar.getnames() == [long_name]
+        assert _names(data) == [long_name]
+
+    def test_a_members_own_pax_path_wins_over_the_global_one(self):
+        buffer = io.BytesIO()
+        with tarfile.open(
+            fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT, pax_headers={"path": "global.txt"}
+        ) as tar:
+            info = tarfile.TarInfo("plain.txt")
+            info.size = 2
+            info.pax_headers = {"path": "own.txt"}
+            tar.addfile(info, io.BytesIO(b"hi"))
+        with tarfile.open(fileobj=io.BytesIO(buffer.getvalue())) as tar:
+            assert tar.getnames() == ["own.txt"]
+        assert _names(buffer.getvalue()) == ["own.txt"]
+
+    def test_more_than_the_allowed_padding_after_the_end_marker_is_refused(self):
+        data = _tar({"a.txt": b"hello"})
+        assert _names(data + bytes(TRAILING_BYTES - len(data) + 2 * BLOCK)) == ["a.txt"]
+        with pytest.raises(
+            UnsafeArchiveError, match=f"more than {TRAILING_BYTES} bytes after the end-of-archive marker"
+        ):
+            _names(data + bytes(TRAILING_BYTES + BLOCK))
+
+    def test_more_than_four_extended_headers_in_a_row_are_refused(self):
+        info = tarfile.TarInfo("a.txt")
+        info.size, info.pax_headers = 5, {"comment": "x"}
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            tar.addfile(info, io.BytesIO(b"hello"))
+        raw = buffer.getvalue()
+        assert raw[156:157] == b"x"  # a pax header, then its one block of records, then the member
+        pax, rest = raw[: 2 * BLOCK], raw[2 * BLOCK :]
+        assert _names(pax * 4 + rest) == ["a.txt"]
+        with pytest.raises(UnsafeArchiveError, match="more than 4 extended headers in a row"):
+            _names(pax * 5 + rest)
+
+    def test_default_limits_are_eight_times_the_archive_and_at_least_64_mib(self, tmp_path):
+        small, big = tmp_path / "small.tar", tmp_path / "big.tar"
+        small.write_bytes(bytes(BLOCK))
+        with open(big, "wb") as f:
+            f.truncate(10 << 20)  # sparse: only its size matters
+        assert ExtractLimits.for_archive(small).total_bytes == 64 << 20
+        limits = ExtractLimits.for_archive(big)
+        assert limits.total_bytes == limits.member_bytes == 80 << 20 and limits.members == 10_000

@@ -63,6 +63,13 @@ def test_the_gpu_jobs_run_make_test_gpu_on_push_and_the_full_course_on_a_schedul
     assert "COURSE_REQUIRE_CUDA=1" in target and "pytest tests notebooks" in target and "--nbval" in target
 
 
+def test_make_test_and_test_gpu_run_the_examples_in_the_librarys_docstrings():
+    makefile = (REPO / "Makefile").read_text()
+    for name in ("test", "test-gpu"):
+        target = makefile.split(f"\n{name}:", 1)[1].split("\n\n", 1)[0]
+        assert "pytest tests notebooks helpers" in target and "--doctest-modules" in target, name
+
+
 def test_the_versions_job_tests_every_stack_weekly_and_when_the_dependencies_change():
     from tools.versions import CONSTRAINTS, STACKS, stack_python_version
 

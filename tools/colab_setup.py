@@ -1,22 +1,27 @@
-"""Install this course into a running Python (Colab, or any Jupyter where it is not installed) without touching
-what that Python already has, and make `helpers` importable in the same process: no runtime restart.
+"""Make this course runnable in a running Python (Colab, or any Jupyter where it is not set up) without touching what
+that Python already has: `helpers` importable in the same process, no runtime restart.
 
 Every notebook's setup cell finds (or clones) the repository, then runs this file with `runpy` and calls
-`setup_course(root)`. Steps, each printed on one line with its time:
-1. the course package itself, `pip install --no-deps -e ROOT` (so `python -m helpers...` works in subprocesses too);
-2. its base dependencies and its `course` extra (what the notebooks import: kornia, matplotlib, scikit-image, ...)
-   that `importlib.metadata` says are missing, installed with a constraints file that pins every distribution already installed, so pip can add packages but never upgrade or
-   downgrade torch, torchvision, numpy, ipykernel or anything else the runtime provides.
+`setup_course(root)`. Nothing of the course is pip-installed: the notebooks import `helpers` and `helpers.course`
+from the checkout, as `make course` and `make test` do. Steps, each printed on one line with its time:
+1. the course's dependencies, read from the checkout's pyproject.toml (its base list and its `course` extra: what
+   the notebooks import, kornia, matplotlib, scikit-image, ...), that `importlib.metadata` says are missing,
+   installed with a constraints file that pins every distribution already installed, so pip can add packages but
+   never upgrade or downgrade torch, torchvision, numpy, ipykernel or anything else the runtime provides;
+2. the checkout's root put first on `sys.path` (this kernel) and on `PYTHONPATH` (the processes it starts, such as
+   `python -m helpers.course.train` under torchrun).
 pip's own output is captured; on failure the tail of it is shown with the command to run by hand.
-Standard library only: it runs before anything of the course is importable.
+Standard library only (and pip's own TOML reader on Python 3.10): it runs before anything of the course is importable.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +29,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-DISTRIBUTION = "feeding-the-gpu"
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the TOML reader pip itself uses
+    from pip._vendor import tomli as tomllib
+
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _PLAIN_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!_-]*$")
 
@@ -48,32 +57,34 @@ def requirement_name(requirement: str) -> str:
     return match.group(1)
 
 
-def base_requirements(distribution: str = DISTRIBUTION) -> list[str]:
-    """The installed course's requirements that no extra asks for (its base list, as in pyproject.toml)."""
-    requires = importlib.metadata.requires(distribution) or []
-    return [r for r in requires if "extra ==" not in r.replace('"', "").replace("'", "")]
+def _project(root: Path) -> dict:
+    """The [project] table of the checkout's pyproject.toml."""
+    pyproject = Path(root) / "pyproject.toml"
+    try:
+        with open(pyproject, "rb") as f:
+            return tomllib.load(f)["project"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError) as error:
+        raise RuntimeError(f"course setup: cannot read the course's dependencies from {pyproject}: {error}") from error
 
 
-_EXTRA_CLAUSE = re.compile(r"""\s*(and\s+)?extra\s*==\s*['"]?([A-Za-z0-9._-]+)['"]?\s*(and\s+)?""")
+def base_requirements(root: Path) -> list[str]:
+    """The course's base requirements (the library's), as pyproject.toml at `root` lists them."""
+    return list(_project(root).get("dependencies", []))
 
 
-def extra_requirements(extra: str, distribution: str = DISTRIBUTION) -> list[str]:
-    """The installed course's requirements for `extra`, written without their `extra == ...` marker clause."""
-    found = []
-    for requirement in importlib.metadata.requires(distribution) or []:
-        text, _, marker = requirement.partition(";")
-        clause = _EXTRA_CLAUSE.search(marker)
-        if clause is None or canonical(clause.group(2)) != canonical(extra):
-            continue
-        rest = _EXTRA_CLAUSE.sub(" ", marker, count=1).strip().strip("()").strip()
-        found.append(f"{text.strip()}; {rest}" if rest else text.strip())
-    return found
+def extra_requirements(extra: str, root: Path) -> list[str]:
+    """The requirements of the optional dependency group `extra`, as pyproject.toml at `root` lists them."""
+    extras = _project(root).get("optional-dependencies", {})
+    found = {canonical(name): requirements for name, requirements in extras.items()}
+    if canonical(extra) not in found:
+        raise RuntimeError(f"course setup: {Path(root) / 'pyproject.toml'} declares no extra {extra!r}")
+    return list(found[canonical(extra)])
 
 
-def course_requirements(distribution: str = DISTRIBUTION) -> list[str]:
+def course_requirements(root: Path) -> list[str]:
     """What the notebooks need: the base requirements (the library) and the `course` extra, each name once."""
     requirements, seen = [], set()
-    for requirement in base_requirements(distribution) + extra_requirements("course", distribution):
+    for requirement in base_requirements(root) + extra_requirements("course", root):
         if canonical(requirement_name(requirement)) not in seen:
             seen.add(canonical(requirement_name(requirement)))
             requirements.append(requirement)
@@ -115,7 +126,8 @@ def _pip(runner: Runner, arguments: list[str], what: str) -> float:
 
 
 def install_course(root: Path, *, runner: Runner | None = None) -> list[str]:
-    """Install the course at `root` and whatever of its notebooks' dependencies is missing; return the lines printed."""
+    """Install whatever of the course's dependencies this Python lacks (nothing it has changes); return the lines
+    printed."""
     runner = runner or _run
     lines: list[str] = []
 
@@ -123,11 +135,8 @@ def install_course(root: Path, *, runner: Runner | None = None) -> list[str]:
         lines.append(line)
         print(f"course setup: {line}", flush=True)
 
-    seconds = _pip(runner, ["--no-deps", "-e", str(root)], f"the course package from {root}")
-    importlib.invalidate_caches()
-    say(f"installed the course package from {root} (editable, no dependencies) in {seconds:.1f} s")
     before = installed_versions()
-    requirements = course_requirements()
+    requirements = course_requirements(root)
     missing = missing_requirements(requirements, before)
     kept = [r for r in requirements if r not in missing]
     if kept:
@@ -136,25 +145,34 @@ def install_course(root: Path, *, runner: Runner | None = None) -> list[str]:
     if not missing:
         say("nothing else to install")
         return lines
-    with tempfile.TemporaryDirectory() as folder:
-        constraints = Path(folder) / "keep-installed.txt"
-        constraints.write_text(constraints_text(before), encoding="utf-8")
-        names = ", ".join(requirement_name(r) for r in missing)
-        seconds = _pip(runner, ["-c", str(constraints), *missing], names)
+    folder = Path(tempfile.mkdtemp(prefix="course-setup-"))
+    constraints = folder / "keep-installed.txt"
+    constraints.write_text(constraints_text(before), encoding="utf-8")
+    names = ", ".join(requirement_name(r) for r in missing)
+    seconds = _pip(runner, ["-c", str(constraints), *missing], names)  # on failure the file stays: its command names it
+    shutil.rmtree(folder, ignore_errors=True)
     importlib.invalidate_caches()
     added = len(installed_versions().keys() - before.keys())
     say(f"installed {names} ({added} packages with what they need; nothing already here changed) in {seconds:.1f} s")
     return lines
 
 
+def put_on_path(root: Path) -> None:
+    """Make `helpers` at `root` importable here (sys.path) and in the processes this one starts (PYTHONPATH)."""
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(root) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *paths])
+    importlib.invalidate_caches()
+
+
 def setup_course(root: str | Path) -> None:
-    """Install the course at `root` into this Python and make `helpers` importable here, without a restart."""
+    """Install what the course at `root` needs into this Python and make `helpers` importable, without a restart."""
     root = Path(root).resolve()
     if not (root / "helpers" / "__init__.py").is_file():
         raise RuntimeError(f"course setup: {root} is not the course repository (no helpers/__init__.py in it)")
     start = time.perf_counter()
     install_course(root)
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))  # the editable install's .pth is read only when a Python starts
-    importlib.invalidate_caches()
+    put_on_path(root)
     print(f"course setup: ready in {time.perf_counter() - start:.1f} s; helpers imports from {root}", flush=True)

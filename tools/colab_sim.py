@@ -8,10 +8,11 @@
 - this checkout's tracked files as they are now (uncommitted edits included, untracked files not) in a bare git
   repository, reached by a file:// URL (COURSE_REPOSITORY_URL), so the setup cell's shallow clone really runs.
 Then it executes notebooks 00 and 04 in the smoke profile, offline data, each in a kernel of that environment (00
-clones and installs; 04 starts after that, as a second notebook in the same runtime would), and checks: every code
-cell ran with no error output and no stray `True`/`False`/`None` values; the setup cell printed only its own lines;
-`helpers` was imported from the clone in the same kernel (no restart); pip changed none of the preinstalled
-packages' versions and added no Jupyter server package. It ends with `colab-simulation: N passed, N failed`.
+clones and installs what is missing; 04 starts after that, as a second notebook in the same runtime would, and finds
+the clone), and checks: every code cell ran with no error output and no stray `True`/`False`/`None` values; the
+setup cell printed only its own lines; `helpers` was imported from the clone in the same kernel (no restart); pip
+changed none of the preinstalled packages' versions and added no Jupyter server package and nothing of the course
+itself (it runs from the clone). It ends with `colab-simulation: N passed, N failed`.
 """
 
 from __future__ import annotations
@@ -194,14 +195,16 @@ def check_notebook(name: str, notebook: nbformat.NotebookNode, clone: Path) -> C
 
 
 def check_packages(before: dict[str, str], after: dict[str, str]) -> Check:
-    """pip changed none of the preinstalled versions and added no Jupyter server package."""
-    check = Check("pip kept the runtime's packages and added no Jupyter server")
+    """pip changed none of the preinstalled versions and added no Jupyter server package, nor the course itself."""
+    check = Check("pip kept the runtime's packages and added no Jupyter server, nor the course")
     for name, version in sorted(before.items()):
         if after.get(name) != version:
             check.problems.append(f"{name} {version} became {after.get(name, 'uninstalled')}")
     server = sorted(set(after) & JUPYTER_SERVER)
     if server:
         check.problems.append(f"the course's install added Jupyter server packages: {server}")
+    if "feeding-the-gpu" in set(after) - set(before):
+        check.problems.append("the setup installed the course itself (feeding-the-gpu): it runs from the clone")
     return check
 
 

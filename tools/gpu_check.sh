@@ -35,9 +35,9 @@
 #   2. the CUDA tests (tests/cuda, required to run: COURSE_REQUIRE_CUDA=1) and nbval over each notebook in a
 #      process of its own (smoke profile, CUDA visible), several at once where there are cores for it: a notebook
 #      that fails, hangs or kills its kernel is recorded with its traceback and the others still run
-#   3. python -m helpers.bench sr and cifar in the full profile, one after the other, alone on the machine
+#   3. python -m helpers.course.bench sr and cifar in the full profile, one after the other, alone on the machine
 #   4. the step-side speed-ups (tools/gpu_speedups.py, full profile), torch.compile rows only with a C compiler
-#   5. python -m helpers.train cifar in the full profile (ResNet18), time-boxed; it checkpoints every epoch: the
+#   5. python -m helpers.course.train cifar in the full profile (ResNet18), time-boxed; it checkpoints every epoch: the
 #      summary reports the epochs that finished
 # The exit status is 0 when every required step passed (in a rehearsal: ran without error). Environment: PYTHON
 # (default python3), GPU_CHECK_CORES (default: nproc), GPU_CHECK_COMMIT (the commit to report where the tree is a
@@ -292,12 +292,12 @@ summarise
 
 # --- 3. the benchmarks, alone on the machine --------------------------------------------------------------------
 step bench-sr "$(fit "$cap_bench" $((cap_bench + cap_speedups + cap_train + reserve_summary)))" required cuda \
-    "python -m helpers.bench sr --profile $profile" -- \
-    "$python" -m helpers.bench sr --profile "$profile" --json "$out/bench-sr.json"
+    "python -m helpers.course.bench sr --profile $profile" -- \
+    "$python" -m helpers.course.bench sr --profile "$profile" --json "$out/bench-sr.json"
 summarise
 step bench-cifar "$(fit "$cap_bench" $((cap_speedups + cap_train + reserve_summary)))" required cuda \
-    "python -m helpers.bench cifar --profile $profile" -- \
-    "$python" -m helpers.bench cifar --profile "$profile" --json "$out/bench-cifar.json"
+    "python -m helpers.course.bench cifar --profile $profile" -- \
+    "$python" -m helpers.course.bench cifar --profile "$profile" --json "$out/bench-cifar.json"
 summarise
 
 # --- 4. the step-side speed-ups, torch.compile only with a compiler ----------------------------------------------
@@ -310,7 +310,7 @@ summarise
 
 # --- 5. the CIFAR-10 ResNet18 run, time-boxed -------------------------------------------------------------------
 box=$(fit "$cap_train" "$reserve_summary")
-step train-cifar "$box" timebox cuda "python -m helpers.train cifar --profile $profile, stopped after $box s" -- \
-    "$python" -m helpers.train cifar --profile "$profile" --checkpoint-dir "$work/runs/cifar"
+step train-cifar "$box" timebox cuda "python -m helpers.course.train cifar --profile $profile, stopped after $box s" -- \
+    "$python" -m helpers.course.train cifar --profile "$profile" --checkpoint-dir "$work/runs/cifar"
 
 finish

@@ -9,7 +9,7 @@ only way a GPU number may enter this repository (the README's GPU table is made 
     python tools/gpu_summary.py publish OUT [--results results/]
         copy OUT/summary.{json,md} to results/<gpu>-<date>.{json,md}; refused for a rehearsal (no GPU numbers)
     python tools/gpu_summary.py readme-table results/<gpu>-<date>.json
-        the markdown table for the README's Results section, taken from that file
+        the markdown table for a results page (results/), taken from that file
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Write the minutes of a `make course` run into the README's "Time per notebook" table and each notebook's "What it
+"""Write the minutes of a `make course` run into results/cpu-run.md's "Time per notebook" table and each notebook's "What it
 costs" line, from the run's `reports/runs.json` (tests/test_notebook_costs.py keeps the two equal), and each
 notebook's estimated cost in the `full` profile on a T4 and an H200, labelled as an estimate, from
 results/estimates/notebook-costs-full.json (which says how each was estimated) until a GPU run measures them.
@@ -19,6 +19,7 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 ESTIMATES = ROOT / "results" / "estimates" / "notebook-costs-full.json"
+TIMES_PAGE = "results/cpu-run.md"  # the last measured run, with its "Time per notebook" table
 _QUOTE = re.compile(r"this notebook took about \d+\.\d min")
 _ESTIMATE = re.compile(r"\n\nEstimated for the `full` profile, not measured: [^\n]*")
 DEVICES = {"T4": "a T4", "H200": "an H200"}  # the estimates file's devices, as the sentence names them
@@ -46,8 +47,8 @@ def minutes_by_notebook(runs: dict) -> dict[str, tuple[float, str]]:
     return {r["name"][:2]: (r["seconds"], f"{r['seconds'] / 60:.1f}") for r in runs["runs"] if r["seconds"] is not None}
 
 
-def update_readme(text: str, minutes: dict[str, tuple[float, str]], describe: str | None) -> str:
-    """The README with its "Time per notebook" rows (and, given `describe`, the run it names) replaced."""
+def update_times_page(text: str, minutes: dict[str, tuple[float, str]], describe: str | None) -> str:
+    """The results page with its "Time per notebook" rows (and, given `describe`, the run it names) replaced."""
     head, section = text.split("### Time per notebook", 1)
     body, rest = (section.split("\n#", 1) + [""])[:2]
     for number, (seconds, mins) in minutes.items():
@@ -75,7 +76,7 @@ def update_notebook(path: Path, mins: str | None, estimate: str | None = None) -
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Update the README and the notebooks from one runs.json, and the notebooks' estimate sentences."""
+    """Update results/cpu-run.md and the notebooks from one runs.json, and the notebooks' estimate sentences."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="?", help="reports/runs.json of a finished make course (optional)")
     parser.add_argument("--describe", help="replaces the run's description in the table's first sentence")
@@ -83,8 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     minutes = minutes_by_notebook(json.loads(args.runs.read_text())) if args.runs else {}
     if args.runs:
-        readme = ROOT / "README.md"
-        readme.write_text(update_readme(readme.read_text(), minutes, args.describe))
+        page = ROOT / TIMES_PAGE
+        page.write_text(update_times_page(page.read_text(), minutes, args.describe))
     estimates = estimated_minutes(json.loads(args.estimates.read_text())) if args.estimates.is_file() else {}
     where = args.estimates.resolve()
     source = where.relative_to(ROOT).as_posix() if where.is_relative_to(ROOT) else where.as_posix()

@@ -1,7 +1,7 @@
 """CI's check of the oldest Python the course declares: every module, tool, test and notebook cell loads there.
 
 `.ci/run` runs it. The floor is pyproject.toml's `requires-python`; the stack for it is constraints/lower-bounds.txt
-(tests/test_versions.py keeps the two equal). It keeps a venv with that stack's pins and the course's declared
+(tests/tools/test_versions.py keeps the two equal). It keeps a venv with that stack's pins and the course's declared
 dependencies (not the course itself: the checkout under test is put on PYTHONPATH) in a cache folder, rebuilt only
 when the constraints or the declared dependencies change, and in it:
 

@@ -2,7 +2,7 @@
 
 The constant is `COURSE_REPOSITORY` under `[tool.feeding-the-gpu]` in pyproject.toml. A fork changes that one value
 and runs `make sync-notebooks`. Idempotent: a notebook already in sync is not rewritten. `--check` writes nothing
-and exits 1 when a notebook differs from what this tool would write (tests/test_sync_notebooks.py does the same).
+and exits 1 when a notebook differs from what this tool would write (tests/tools/test_sync_notebooks.py does the same).
 
 In each `notebooks/[0-9][0-9]_*.ipynb`:
 - the first cell is a markdown cell holding only the badge, pointing at the notebook on the main branch;

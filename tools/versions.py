@@ -2,9 +2,10 @@
 
 For each stack (a constraints file in constraints/, which names its Python in a `# python: X.Y` line) it builds a
 fresh virtual environment, installs the stack's pinned versions and the course (`-e .[course,jupyter,test]`, the
-pins kept), then runs what `make test` runs there: the unit tests and nbval over every notebook in the smoke profile,
-offline, with tools/nb_warnings.py failing any notebook cell whose output shows a deprecation warning. One line per
-stack: `versions STACK (Python, torch, ...): pytest's summary; install and test minutes`.
+pins kept), then runs what `make test` runs there: the unit tests, the library's docstring examples and nbval over
+every notebook in the smoke profile, offline, with tools/nb_warnings.py failing any notebook cell whose output shows
+a deprecation warning. One line per stack: `versions STACK (Python, torch, ...): pytest's summary; install and test
+minutes`.
 
     python tools/versions.py [--stack NAME ...] [--venvs DIR] [--reuse] [-- extra pytest arguments]
     python tools/versions.py --check-pins CONSTRAINTS   this Python's packages against a stack's pins (make test-gpu)
@@ -135,6 +136,7 @@ def run_tests(venv: Path, log: Path, extra: list[str]) -> tuple[int, str]:
     """make test's command in the venv, with the notebook-warning plugin; (exit status, pytest's summary)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONPATH", "COURSE_"))}
     env.update({"COURSE_PROFILE": "smoke", "COURSE_OFFLINE": "1", "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}"})
+    env["PYTHONPATH"] = str(REPO)  # as make test: the course (helpers, helpers.course) runs from the checkout
     # Its own (pytest runs sharing /tmp/pytest-of-USER delete each other's), and outside the checkout: a test's folder
     # under the repository finds the course by walking up (the Colab setup cell's tests saw the checkout, not their clone)
     basetemp = Path(tempfile.gettempdir()) / f"feeding-the-gpu-versions-{venv.name}"
@@ -144,6 +146,8 @@ def run_tests(venv: Path, log: Path, extra: list[str]) -> tuple[int, str]:
         "pytest",
         "tests",
         "notebooks",
+        "helpers",
+        "--doctest-modules",
         "--nbval-lax",
         "--nbval-current-env",
         "--nbval-cell-timeout=600",

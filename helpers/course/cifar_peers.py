@@ -1,4 +1,4 @@
-"""The rungs `python -m helpers.bench cifar` adds beside the course's CIFAR ladder: the shipped crop + flip
+"""The rungs `python -m helpers.course.bench cifar` adds beside the course's CIFAR ladder: the shipped crop + flip
 configuration (`torchvision_cifar_augment` on the whole dataset held on the device as uint8), and FFCV as a peer
 where FFCV is installed: the same training images written once
 as an FFCV dataset (raw uint8 pixels), read back with the same work as `torchvision_cifar_augment` (a random

@@ -1,4 +1,4 @@
-"""The classification ladder (04 and `python -m helpers.bench cifar`): the seed post's 224-px ImageFolder + PIL
+"""The classification ladder (04 and `python -m helpers.course.bench cifar`): the seed post's 224-px ImageFolder + PIL
 pipeline at the batch that fits, the same family at 32 px, and the whole dataset on the device with kornia
 augmentation, against its ceiling."""
 
@@ -237,7 +237,7 @@ def measure_cifar_ladder(
     peers: bool = False,
     augment: Callable[[], nn.Module] | None = None,
 ) -> LadderRun:
-    """04's ladder and `python -m helpers.bench cifar`: the post's 224-px rung at the batch that fits, the same family
+    """04's ladder and `python -m helpers.course.bench cifar`: the post's 224-px rung at the batch that fits, the same family
     at 32 px, and the on-device rungs, with the profile's model, run side by side; with `peers` (the bench) also the
     shipped crop + flip configuration and FFCV doing the same work where FFCV is installed. `augment` builds the
     on-device rung's augmentation (default `cifar_train_augment`)."""

@@ -1,4 +1,4 @@
-"""The command line `python -m helpers.bench sr|cifar`: a ladder run side by side in one process, its table printed
+"""The command line `python -m helpers.course.bench sr|cifar`: a ladder run side by side in one process, its table printed
 and its rows written as JSON with their provenance."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _cifar_command(args: argparse.Namespace, profile: Profile, device: torch.dev
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: python -m helpers.bench sr|cifar --json PATH [--profile auto|smoke|cpu|full]."""
+    """Command line: python -m helpers.course.bench sr|cifar --json PATH [--profile auto|smoke|cpu|full]."""
     parser = argparse.ArgumentParser(description="Run a loader ladder side by side in one process.")
     parser.add_argument("ladder", choices=["sr", "cifar"], help="sr: super-resolution on BSDS300; cifar: CIFAR-10")
     parser.add_argument("--json", type=Path, help="write the rows as JSON here")

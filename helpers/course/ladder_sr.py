@@ -1,4 +1,4 @@
-"""The super-resolution ladder (02 and `python -m helpers.bench sr`): the seed post's pre-upscaled files and tensors,
+"""The super-resolution ladder (02 and `python -m helpers.course.bench sr`): the seed post's pre-upscaled files and tensors,
 lazy crops with and without workers, and the decoded uint8 cache, all training ESPCN."""
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def measure_sr_ladder(
     batch_size: int | None = None,
     peers: bool = False,
 ) -> LadderRun:
-    """02's ladder and `python -m helpers.bench sr`: the SR rungs at the profile's crop and batch, run side by side;
+    """02's ladder and `python -m helpers.course.bench sr`: the SR rungs at the profile's crop and batch, run side by side;
     with `peers` (the bench) also the lazy-crop loader on lossless PNG copies of the same images, the file format's
     part of its speed."""
     hr_crop, batch_size = hr_crop or profile.sr_crop, batch_size or profile.sr_batch

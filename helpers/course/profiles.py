@@ -82,8 +82,8 @@ class Profile:
     compare_batch: int  # 06: their batch (the 224-px pipeline takes what fits)
     compare_model: str  # 06: "resnet18", or "small" where even one 224-px ResNet18 step is too long (smoke)
     gan: tuple[int, int, int, int]  # 08: SmallEDSR features, blocks, HR crop, batch of the GAN measurement
-    sr: SRTraining  # 05 and `python -m helpers.train sr`
-    cifar: CifarTraining  # 06 and `python -m helpers.train cifar`
+    sr: SRTraining  # 05 and `python -m helpers.course.train sr`
+    cifar: CifarTraining  # 06 and `python -m helpers.course.train cifar`
     doctor_budget_s: float = 8.0  # 01: seconds of timed blocks per run of the doctor on the notebook's own loop
     sweep_max_workers: int = 32  # 02: the most DataLoader workers the workers x threads sweep tries
     wait_compute_steps: int = 8  # 01: steps of the written-out loop that splits data wait from compute

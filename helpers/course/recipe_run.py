@@ -1,6 +1,6 @@
 """Running a recipe: its planned steps trained with the library's `fit` (a resumed run keeps the plan its checkpoint
 was saved with), how the run went against its plan, its score as a sentence, and the training command line:
-`python -m helpers.train sr|cifar` (also under torchrun)."""
+`python -m helpers.course.train sr|cifar` (also under torchrun)."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def result_sentence(last: dict[str, Any], *, task: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: python -m helpers.train sr|cifar [--profile P] [--checkpoint-dir D] [--resume] [--scale S]."""
+    """Command line: python -m helpers.course.train sr|cifar [--profile P] [--checkpoint-dir D] [--resume] [--scale S]."""
     parser = argparse.ArgumentParser(
         description="Train the course's SR or CIFAR model outside the notebooks (single process, or under torchrun)."
     )

@@ -1,4 +1,4 @@
-"""`python -m helpers.bench`: the ladder's rows written as JSON, and the notebooks built through the same path."""
+"""`python -m helpers.course.bench`: the ladder's rows written as JSON, and the notebooks built through the same path."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_bench_cli_writes_the_ladder_json(tmp_path, monkeypatch, capsys):
 
 
 def test_the_notebooks_build_their_ladders_through_the_benchs_path():
-    # one construction path: a notebook that assembled its own rungs could drift from python -m helpers.bench
+    # one construction path: a notebook that assembled its own rungs could drift from python -m helpers.course.bench
     import inspect
     from pathlib import Path
 

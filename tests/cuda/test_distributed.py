@@ -104,7 +104,7 @@ def test_the_training_command_runs_under_torchrun_on_cuda(tmp_path):
     result = _torchrun(
         processes,
         "-m",
-        "helpers.train",
+        "helpers.course.train",
         "cifar",
         "--profile",
         "smoke",

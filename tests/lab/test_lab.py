@@ -124,6 +124,8 @@ def lab(tmp_path_factory):
     port, token = _free_port(), secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_", "JUPYTER"))}
     env.update({"COURSE_PROFILE": "smoke", "COURSE_OFFLINE": "1"})
+    # the kernels import the course from this checkout, as under `make lab` (the notebooks here are copies elsewhere)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     for variable, folder in [
         ("JUPYTER_CONFIG_DIR", "config"),
         ("JUPYTER_DATA_DIR", "data"),

@@ -78,8 +78,8 @@ def work(tmp_path):
             ("cuda-tests", "failed", 1, 40, 150, "required", "the CUDA tests (pytest tests/cuda -m cuda)", "cuda"),
             ("nbval-00", "passed", 0, 30, 180, "required", "nbval, smoke profile: 00_setup_and_data.ipynb", "cuda"),
             ("nbval-03", "passed", 0, 50, 180, "required", "nbval, smoke profile: 03_mixed_precision.ipynb", "cuda"),
-            ("bench-sr", "passed", 0, 70, 150, "required", "python -m helpers.bench sr --profile full", "cuda"),
-            ("train-cifar", "time-boxed", 124, 180, 180, "timebox", "python -m helpers.train cifar", "cuda"),
+            ("bench-sr", "passed", 0, 70, 150, "required", "python -m helpers.course.bench sr --profile full", "cuda"),
+            ("train-cifar", "time-boxed", 124, 180, 180, "timebox", "python -m helpers.course.train cifar", "cuda"),
         )
     )
     (out / "junit" / "cuda-tests.xml").write_text(JUNIT_TESTS)
@@ -138,7 +138,9 @@ def test_the_summary_reads_every_table_and_says_what_failed(work, notebooks, mon
 def test_every_failure_comes_with_its_traceback_from_junit_or_the_log(work, notebooks):
     out, _ = work
     with (out / "steps.tsv").open("a") as steps:
-        steps.write(_steps(("bench-cifar", "timed-out", 124, 90, 90, "required", "python -m helpers.bench", "cuda")))
+        steps.write(
+            _steps(("bench-cifar", "timed-out", 124, 90, 90, "required", "python -m helpers.course.bench", "cuda"))
+        )
     (out / "logs" / "bench-cifar.log").write_text("".join(f"line {i}\n" for i in range(100)) + "RuntimeError: boom\n")
     failures = _collect(work, notebooks)["failures"]
     assert [(f["step"], f["where"]) for f in failures] == [

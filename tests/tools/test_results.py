@@ -1,5 +1,5 @@
 """No GPU number without a file: every summary in results/ is a real GPU run's, named by GPU and date with its page
-beside it, and every results file the README names is there."""
+beside it, and every results file the README and docs name is there."""
 
 from __future__ import annotations
 
@@ -45,9 +45,10 @@ def test_a_dry_run_or_a_misnamed_summary_is_refused(tmp_path):
 
 
 def test_every_results_file_the_readme_names_exists():
-    readme = (REPO / "README.md").read_text()
-    named = set(re.findall(r"results/([\w.-]+\.(?:json|md))", readme))
-    missing = sorted(name for name in named if not (RESULTS / name).is_file())
-    assert not missing, f"README.md names results files that do not exist: {missing}"
-    if "From `tools/gpu_check.sh` on" in readme:  # the caption of a GPU table made by gpu_summary.py readme-table
-        assert named, "README.md shows a GPU table without naming its results file"
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), RESULTS / "cpu-run.md"]:
+        text = page.read_text()
+        named = set(re.findall(r"results/([\w.-]+\.(?:json|md))", text))
+        missing = sorted(name for name in named if not (RESULTS / name).is_file())
+        assert not missing, f"{page.name} names results files that do not exist: {missing}"
+        if "From `tools/gpu_check.sh` on" in text:  # the caption of a GPU table made by gpu_summary.py readme-table
+            assert named, f"{page.name} shows a GPU table without naming its results file"

@@ -1,4 +1,4 @@
-"""Verdicts on a loader ladder's rows (02, 04, 07 and `python -m helpers.bench`): rows found by their role, the ladder
+"""Verdicts on a loader ladder's rows (02, 04, 07 and `python -m helpers.course.bench`): rows found by their role, the ladder
 read like for like, and the sentence for rungs measured on a busy machine."""
 
 from __future__ import annotations
