@@ -175,18 +175,3 @@ def shares_text(shares: Shares, *, copy_in_wait: bool = False) -> str:
         where = "inside that wait" if copy_in_wait else "inside the step"
         parts.append(f"copying one batch to the device takes {shares.copy_pct}% of a fed step ({where})")
     return "; ".join(parts)
-
-
-def efficiency_text(median: float, low: float, high: float) -> str:
-    """An efficiency with its range, never above 1 as a number: fed cannot beat pre-made, so one block above 1 is
-    noise; every block above 1 is a pre-made baseline that ran slower than the fed steps (biased, not noise)."""
-    if low > 1.0:
-        return (
-            f"1.0 at most (measured {median:.2f}, {low:.2f}–{high:.2f}: every block above 1, so the pre-made steps "
-            "ran slower than the fed ones, a biased baseline rather than noise)"
-        )
-    if median > 1.0:
-        return f"1.0 within the noise (measured {median:.2f}, {low:.2f}–{high:.2f})"
-    if high > 1.0:
-        return f"{median:.2f} ({low:.2f}–1.0 within the noise; highest block measured {high:.2f})"
-    return f"{median:.2f} ({low:.2f}–{high:.2f})"

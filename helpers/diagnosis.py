@@ -7,8 +7,9 @@ plan that turns a time budget into steps (saying before it starts when the small
     >>> plan.steps, plan.over_budget
     (3, True)
 
-Copy with: bottleneck.py (the labels), doctor_advice.py (what to try) with pipeline_facts.py, env.py and loadmeter.py,
-measure.py (timing one copy to the device) with memory.py and pipeline_result.py.
+Copy with: bottleneck.py (the labels), spread.py (numbers with their ranges), doctor_advice.py (what to try) with
+pipeline_facts.py, env.py and loadmeter.py, measure.py (timing one copy to the device) with memory.py and
+pipeline_result.py.
 Needs: psutil, torch.
 """
 
@@ -22,14 +23,14 @@ from typing import Any
 
 import torch
 
-from .bottleneck import Finding, Shares, classify, efficiency_text, most_likely, shares_text
+from .bottleneck import Finding, Shares, classify, most_likely, shares_text
 from .doctor_advice import advice_for, notes_for
 from .loadmeter import LoadReading
 from .measure import clock, device_of, synchronize, to_device
 from .pipeline_facts import PipelineFacts
 from .pipeline_result import PipelineResult
+from .spread import Spread, efficiency_text
 
-Span = tuple[float, float, float]  # the median over blocks, then the lowest and the highest block's value
 MINIMUM_STEPS = 3  # steps per block at the least, whatever the budget: a median of fewer says little
 COPY_HOWTO = (
     "To leave yours as it was, measure a copy: `model2, optimizer2 = copy.deepcopy((model, optimizer))` (one "
@@ -110,17 +111,6 @@ def copy_ms(batch: Any, device: torch.device, *, repeats: int = 5) -> float | No
     return statistics.median(times)
 
 
-def span(values: list[float]) -> Span:
-    """The median, lowest and highest of `values`."""
-    return statistics.median(values), min(values), max(values)
-
-
-def range_text(values: Span, digits: int = 1) -> str:
-    """'12.3 (11.0–14.2)'."""
-    median, low, high = values
-    return f"{median:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
-
-
 @dataclass
 class Diagnosis:
     """What the doctor measured on one loader feeding one step, what it concludes, how sure, and what to try."""
@@ -129,11 +119,11 @@ class Diagnosis:
     finding: Finding  # the verdict with how sure it is and why not more so
     shares: Shares  # the medians as printed, which decided the verdict
     readings: list[str]  # the verdict each block pair read on its own
-    data_wait_ms: Span  # median per fed step over blocks, then the lowest and highest block's median
-    compute_ms: Span  # the same for the step itself
-    efficiency: Span  # pre-made over fed step time, per block pair: median, lowest, highest
-    premade_step_ms: Span  # the step on pre-made batches: undisturbed by the loader
-    fed_samples_per_s: Span  # the loader feeding the step, end to end
+    data_wait_ms: Spread  # median per fed step over blocks, with the lowest and highest block's median
+    compute_ms: Spread  # the same for the step itself
+    efficiency: Spread  # pre-made over fed step time, per block pair
+    premade_step_ms: Spread  # the step on pre-made batches: undisturbed by the loader
+    fed_samples_per_s: Spread  # the loader feeding the step, end to end
     pipeline: PipelineFacts
     load: str  # what the rest of the machine did during the timed blocks, or why that is unknown
     trained_steps: int  # steps of the reader's step that ran: the model it measured has trained this much
@@ -158,10 +148,10 @@ class Diagnosis:
     def headline(self) -> str:
         """The first line: the verdict, how sure, and the numbers it rests on, each with its range over blocks."""
         return (
-            f"{self.verdict} ({self.confidence}): efficiency {efficiency_text(*self.efficiency)} over "
+            f"{self.verdict} ({self.confidence}): efficiency {efficiency_text(self.efficiency)} over "
             f"{len(self.readings)} block pair{'s' * (len(self.readings) != 1)}; {shares_text(self.shares, copy_in_wait=self.copy_in_wait)} "
-            f"(data-wait {range_text(self.data_wait_ms)} ms, compute {range_text(self.compute_ms)} ms, against "
-            f"{range_text(self.premade_step_ms)} ms per step on pre-made batches)."
+            f"(data-wait {self.data_wait_ms.text(1)} ms, compute {self.compute_ms.text(1)} ms, against "
+            f"{self.premade_step_ms.text(1)} ms per step on pre-made batches)."
         )
 
     def _trained(self) -> str:
@@ -210,9 +200,14 @@ def build_diagnosis(
         classify(Shares.of(w, c, p, efficiency=e, copy_ms=copy, copy_in_wait=copy_in_wait))
         for w, c, p, e in zip(*columns)
     ]
-    wait, compute, premade, efficiency = (span(values) for values in columns)
+    wait, compute, premade, efficiency = (Spread.of(values) for values in columns)
     shares = Shares.of(
-        wait[0], compute[0], premade[0], efficiency=efficiency[0], copy_ms=copy, copy_in_wait=copy_in_wait
+        wait.median,
+        compute.median,
+        premade.median,
+        efficiency=efficiency.median,
+        copy_ms=copy,
+        copy_in_wait=copy_in_wait,
     )
     busy = load.note() if load is not None and load.busy else ""
     finding = most_likely(shares, readings, busy_note=busy)
@@ -226,7 +221,7 @@ def build_diagnosis(
         compute,
         efficiency,
         premade,
-        span(blocks["fed"]),
+        Spread.of(blocks["fed"]),
         facts,
         load.note() if load is not None else "other processes' CPU use was not measured",
         copy_in_wait=copy_in_wait,

@@ -23,7 +23,7 @@ Example:
     ('a controlled comparison, diagnose(loader, step)', 22)
 
 Copy with: diagnosis.py (the report) with bottleneck.py, doctor_advice.py, pipeline_facts.py, env.py, loadmeter.py,
-measure.py, memory.py, pipeline_result.py and safe_open.py; doctor_watch.py (your own loop, watched).
+measure.py, memory.py, pipeline_result.py, spread.py and safe_open.py; doctor_watch.py (your own loop, watched).
 Needs: psutil, torch.
 """
 
@@ -51,7 +51,6 @@ from .bottleneck import (  # noqa: F401 (the labels are read from here too)
     TRANSFER_BOUND,
     Shares,
     classify,
-    efficiency_text,
     most_likely,
     shares_text,
 )
@@ -62,6 +61,7 @@ from .env import usable_cpu_count
 from .measure import PipelineProbe, PipelineResult, count_samples
 from .pipeline_facts import PipelineFacts, describe_batch, describe_pipeline
 from .safe_open import read_regular_bytes
+from .spread import efficiency_text
 
 # --- a result measured elsewhere (the ladders) ---
 
@@ -77,9 +77,9 @@ def diagnose_pipeline(
     """The doctor on a PipelineResult: the verdict of its medians as printed, with how sure (the two ends of the
     efficiency range read alike or not; the load during it), on the first line, then what to try, from `pipeline`
     (or just its worker count, `threads` and `cpu_cores`) if given."""
-    low, high = result.efficiency_range or (result.pipeline_efficiency,) * 2
+    efficiency = result.efficiency
     wait, compute, premade = result.data_wait_ms, result.compute_ms, result.premade_step_ms
-    readings = [classify(Shares.of(wait, compute, premade, efficiency=e)) for e in (low, high)]
+    readings = [classify(Shares.of(wait, compute, premade, efficiency=e)) for e in efficiency.range]
     shares = Shares.of(wait, compute, premade, efficiency=result.pipeline_efficiency)
     load = result.load
     finding = most_likely(
@@ -87,7 +87,7 @@ def diagnose_pipeline(
     )
     against = f" against {premade:.1f} ms on pre-made batches" if premade else ""
     headline = (
-        f"{finding.label} ({finding.confidence}): efficiency {efficiency_text(result.pipeline_efficiency, low, high)}; "
+        f"{finding.label} ({finding.confidence}): efficiency {efficiency_text(efficiency)}; "
         f"{shares_text(shares)} ({wait:.1f} ms wait, {compute:.1f} ms compute{against})."
     )
     facts = pipeline or PipelineFacts(

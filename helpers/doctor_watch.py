@@ -29,7 +29,7 @@ Example:
     ('your own loop as it ran, watched (watch)', 18)
 
 Copy with: diagnosis.py (the report) with bottleneck.py, doctor_advice.py, pipeline_facts.py, env.py, loadmeter.py,
-measure.py, memory.py and pipeline_result.py.
+measure.py, memory.py, pipeline_result.py and spread.py.
 Needs: psutil, torch.
 """
 

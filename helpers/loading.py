@@ -9,8 +9,8 @@ Example:
     >>> [labels.tolist() for _, labels in loader] == [labels.tolist() for _, labels in make_loader(data, 4, seed=0)]
     True
 
-Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep) with loadmeter.py, memory.py and
-pipeline_result.py.
+Copy with: seeding.py (the per-rank seed stride), measure.py (timing for the sweep) with loadmeter.py, memory.py,
+pipeline_result.py and spread.py.
 Needs: numpy, psutil, torch.
 """
 

@@ -12,7 +12,7 @@ Example:
     >>> result.steps, result.fed_samples_per_s > 0  # and pipeline_efficiency, data_wait_ms, compute_ms, ranges
     (4, True)
 
-Copy with: loadmeter.py, memory.py, pipeline_result.py.
+Copy with: loadmeter.py, memory.py, pipeline_result.py, spread.py.
 Needs: psutil, torch.
 """
 
@@ -34,6 +34,7 @@ from .memory import (
     reset_peak_rss,
 )
 from .pipeline_result import PipelineResult  # noqa: F401 (re-exported: what PipelineProbe.result() returns)
+from .spread import Spread
 
 # --- timing ---
 
@@ -320,25 +321,24 @@ class PipelineProbe:
         if not self.fed or len(self.fed) != len(self.premade):
             raise ValueError("record as many fed blocks as pre-made ones (at least one of each) before result()")
         fed_rates, premade_rates = self.rates("fed"), self.rates("premade")
-        ratios = [f / p for f, p in zip(fed_rates, premade_rates, strict=True)]
-        waits = [1000 * statistics.median(block) for block in self.waits]
-        computes = [1000 * statistics.median(block) for block in self.computes]
+        ratios = Spread.of([f / p for f, p in zip(fed_rates, premade_rates, strict=True)])
+        waits, computes = (Spread.of([1000 * statistics.median(b) for b in bs]) for bs in (self.waits, self.computes))
         peak_device = max((peak for _, peak in self.device_memory), default=None)  # None off CUDA
         return PipelineResult(
             fed_samples_per_s=sum(n for _, n in self.fed) / sum(t for t, _ in self.fed),
             premade_samples_per_s=sum(n for _, n in self.premade) / sum(t for t, _ in self.premade),
-            pipeline_efficiency=statistics.median(ratios),
+            pipeline_efficiency=ratios.median,
             data_wait_ms=1000 * statistics.median([w for block in self.waits for w in block]),
             compute_ms=1000 * statistics.median([c for block in self.computes for c in block]),
             steps=sum(len(block) for block in self.waits),
             peak_rss_mib=(peak_rss_bytes() or 0) / 2**20,
             peak_device_mib=peak_device / 2**20 if peak_device is not None else None,
-            efficiency_range=(min(ratios), max(ratios)),
-            fed_samples_per_s_range=(min(fed_rates), max(fed_rates)),
+            efficiency_range=ratios.range,
+            fed_samples_per_s_range=Spread.of(fed_rates).range,
             premade_step_ms=1000 * statistics.median([t / n * self.batch_samples for t, n in self.premade]),
-            premade_samples_per_s_range=(min(premade_rates), max(premade_rates)),
-            data_wait_ms_range=(min(waits), max(waits)),
-            compute_ms_range=(min(computes), max(computes)),
+            premade_samples_per_s_range=Spread.of(premade_rates).range,
+            data_wait_ms_range=waits.range,
+            compute_ms_range=computes.range,
             load=self.meter.total(),
         )
 

@@ -9,7 +9,7 @@ Example:
     >>> result.data_wait_fraction  # measure.measure_pipeline makes these from timed blocks
     0.2
 
-Copy with: loadmeter.py (the load meter's reading).
+Copy with: loadmeter.py (the load meter's reading), spread.py (each number with its range).
 Needs: psutil, torch.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .loadmeter import LoadReading
+from .spread import Spread
 
 
 @dataclass
@@ -44,6 +45,31 @@ class PipelineResult:
     def data_wait_fraction(self) -> float:
         """Share of a fed step spent waiting for data."""
         return self.data_wait_ms / max(self.data_wait_ms + self.compute_ms, 1e-12)
+
+    @property
+    def fed(self) -> Spread:
+        """Fed samples/s with its range over blocks."""
+        return Spread.around(self.fed_samples_per_s, self.fed_samples_per_s_range)
+
+    @property
+    def premade(self) -> Spread:
+        """Pre-made samples/s with its range over blocks."""
+        return Spread.around(self.premade_samples_per_s, self.premade_samples_per_s_range)
+
+    @property
+    def efficiency(self) -> Spread:
+        """The pipeline efficiency with its range over block pairs."""
+        return Spread.around(self.pipeline_efficiency, self.efficiency_range)
+
+    @property
+    def data_wait(self) -> Spread:
+        """Data-wait ms per fed step with its range over blocks."""
+        return Spread.around(self.data_wait_ms, self.data_wait_ms_range)
+
+    @property
+    def compute(self) -> Spread:
+        """Compute ms per fed step with its range over blocks."""
+        return Spread.around(self.compute_ms, self.compute_ms_range)
 
     # the names these had before fed and pre-made were named alike (kept so existing code reads them)
     samples_per_s = property(lambda self: self.fed_samples_per_s)

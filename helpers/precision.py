@@ -12,7 +12,7 @@ Example:
     >>> {name: len(ms) for name, ms in times.items()}  # one value per round, the candidates taking turns
     {'sum': 3, 'mean': 3}
 
-Copy with: step.py (the training step it times).
+Copy with: step.py (the training step it times), spread.py (medians with their ranges).
 Needs: torch.
 """
 
@@ -26,7 +26,6 @@ import json
 import os
 import platform
 import stat
-import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .spread import Spread
 from .step import TrainStep, cpu_has_native_bf16, native_precisions
 
 try:
@@ -50,7 +50,6 @@ __all__ = [
     "fastest_precision",
     "interleaved_times",
     "native_precisions",
-    "ranges_overlap",
 ]
 
 
@@ -86,11 +85,6 @@ def interleaved_times(
     return times
 
 
-def ranges_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    """True when two (low, high) ranges share a value."""
-    return a[0] <= b[1] and b[0] <= a[1]
-
-
 @dataclass(frozen=True)
 class PrecisionChoice:
     """The precision a run should use on this device, the median step time of each candidate with its range over
@@ -110,13 +104,13 @@ def choose_precision(
 ) -> PrecisionChoice:
     """The fastest candidate by median step time, unless its range overlaps another's: then the ranking is within the
     noise, and fp32 (full precision) is kept when it is among the overlapping ones, else the lower median."""
-    medians = {p: statistics.median(v) for p, v in times_ms.items()}
-    spans = {p: (min(v), max(v)) for p, v in times_ms.items()}
+    spreads = {p: Spread.of(v) for p, v in times_ms.items()}
+    medians, spans = {p: s.median for p, s in spreads.items()}, {p: s.range for p, s in spreads.items()}
     best = min(medians, key=medians.__getitem__)
     if len(medians) == 1:
         return PrecisionChoice(best, medians, f"{best}: the only candidate measured", spans, False, cost_s)
-    tied = [p for p in medians if p != best and ranges_overlap(spans[p], spans[best])]
-    shown = ", ".join(f"{p} {medians[p]:.1f} ms ({spans[p][0]:.1f}-{spans[p][1]:.1f})" for p in medians)
+    tied = [p for p in medians if p != best and spreads[p].overlaps(spreads[best])]
+    shown = ", ".join(f"{p} {s.text(1, unit='ms')}" for p, s in spreads.items())
     rounds = min(len(v) for v in times_ms.values())
     if not tied:
         reason = f"{best}: the fastest training step on {device}, its whole range below the others' ({shown})"

@@ -15,7 +15,7 @@ Example:
     >>> list(speedup_variants("cpu"))[:3]  # the rows measure_speedups times, interleaved; then torch.compile's
     ['plain step (foreach off)', 'fused/foreach optimizer', 'channels_last']
 
-Copy with: step.py and precision.py (the step it speeds up and the interleaved timing).
+Copy with: step.py and precision.py (the step it speeds up and the interleaved timing) with spread.py.
 Needs: torch.
 """
 
@@ -26,7 +26,6 @@ import importlib.util
 import logging
 import os
 import shutil
-import statistics
 import subprocess
 import sysconfig
 import tempfile
@@ -40,6 +39,7 @@ import torch
 from torch import nn
 
 from .precision import interleaved_times
+from .spread import Spread
 from .step import TrainStep
 
 
@@ -278,8 +278,8 @@ def _with_payback(rows: list[dict[str, Any]], times: dict[str, list[float]]) -> 
     for row in rows:
         if "skipped" in row:
             continue
-        values = times[row["name"]]
-        row.update(step_ms=statistics.median(values), step_ms_range=(min(values), max(values)))
+        spread = Spread.of(times[row["name"]])
+        row.update(step_ms=spread.median, step_ms_range=spread.range)
         row["startup_s"] = max(0.0, row["first_call_s"] - row.get("startup_calls", 1) * row["step_ms"] / 1000)
         base = base or row
         saved_ms = base["step_ms"] - row["step_ms"]

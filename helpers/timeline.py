@@ -11,7 +11,7 @@ Example:
     ['max_wait_s', 'median_compute_s', 'median_wait_s', 'steps', 'wait_fraction']
 
 Copy with: measure.py (synchronize, to_device, and _Restarting: a loader's batches epoch after epoch) with loadmeter.py,
-memory.py and pipeline_result.py.
+memory.py, pipeline_result.py and spread.py.
 
 Needs: psutil, torch; optional: pynvml (pip install nvidia-ml-py: GPU utilisation).
 

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from helpers.bottleneck import COMPUTE_BOUND, INPUT_BOUND
-from helpers.diagnosis import build_diagnosis, copy_ms, notify_stderr, plan_blocks, range_text, span
+from helpers.diagnosis import build_diagnosis, copy_ms, notify_stderr, plan_blocks
 from helpers.pipeline_facts import PipelineFacts
 from helpers.pipeline_result import PipelineResult
+from helpers.spread import Spread
 
 FACTS = PipelineFacts(loader="DataLoader", dataset="FakeData", num_workers=0, task="classification", cpu_cores=2)
 WAITING = {  # every pair waits most of its step for data
@@ -42,19 +43,15 @@ def test_a_plan_says_before_it_starts_whether_it_fits_its_budget():
     assert "3 block pairs of 31 (+ 2 untimed) steps each" in plan_blocks(10.0, 0.1, settle=2).note()
 
 
-def test_a_span_is_the_median_then_the_extremes_and_reads_as_a_range():
-    assert span([3.0, 1.0, 2.0, 10.0]) == (2.5, 1.0, 10.0)
-    assert range_text((12.34, 11.0, 14.25)) == "12.3 (11.0–14.2)"
-    assert range_text((0.5, 0.4, 0.6), digits=2) == "0.50 (0.40–0.60)"
-
-
 def test_each_pair_is_read_on_its_own_and_the_medians_decide():
     mixed = {**WAITING, "wait": [20.0, 0.5, 18.0], "efficiency": [0.40, 0.95, 0.50]}
     diagnosis = build_diagnosis(mixed, FACTS, None, **REPORT)
     assert diagnosis.readings == [INPUT_BOUND, COMPUTE_BOUND, INPUT_BOUND] and diagnosis.verdict == INPUT_BOUND
     assert diagnosis.confidence != "sure"  # one pair of three disagrees
-    assert diagnosis.data_wait_ms == (18.0, 0.5, 20.0) and diagnosis.efficiency == (0.50, 0.40, 0.95)
-    assert diagnosis.fed_samples_per_s == (30.0, 28.0, 32.0) and diagnosis.premade_step_ms == (14.0, 14.0, 14.5)
+    assert diagnosis.data_wait_ms == Spread(18.0, 0.5, 20.0, 3) and diagnosis.efficiency == Spread(0.50, 0.40, 0.95, 3)
+    assert diagnosis.fed_samples_per_s == Spread(30.0, 28.0, 32.0, 3)
+    assert diagnosis.premade_step_ms == Spread(14.0, 14.0, 14.5, 3)
+    assert "data-wait 18.0 (0.5–20.0) ms, compute 15.0 (15.0–16.0) ms" in diagnosis.headline  # as Spread.text words it
     agreed = build_diagnosis(WAITING, FACTS, None, **REPORT)
     assert agreed.readings == [INPUT_BOUND] * 3 and agreed.confidence == "sure"
 

@@ -21,9 +21,9 @@ from helpers.precision import (
     fastest_precision,
     interleaved_times,
     load_cached_choice,
-    ranges_overlap,
     save_cached_choice,
 )
+from helpers.spread import Spread
 
 from .test_safe_open import _within
 
@@ -106,8 +106,9 @@ class TestTimingAndTies:
         assert times == {"a": [1000 / 3, 1000 / 3], "b": [1000 / 3, 1000 / 3]}  # ms per call: 1 s over 3 calls
 
     def test_ranges_that_touch_overlap(self):
-        assert ranges_overlap((1.0, 2.0), (2.0, 3.0)) and ranges_overlap((2.0, 3.0), (1.0, 2.0))
-        assert not ranges_overlap((1.0, 1.9), (2.0, 3.0))
+        low, high, apart = Spread(1.5, 1.0, 2.0), Spread(2.5, 2.0, 3.0), Spread(1.5, 1.0, 1.9)
+        assert low.overlaps(high) and high.overlaps(low)
+        assert not apart.overlaps(high) and not high.overlaps(apart)
         touching = choose_precision({"fp32": [10.0, 12.0, 14.0], "bf16": [6.0, 8.0, 10.0]}, device="cpu")
         assert touching.precision == "fp32" and touching.within_noise
 

@@ -3,7 +3,6 @@ when it is installed; rows that cannot run here say why instead of showing a num
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from torchvision.io import decode_jpeg, read_file
 from ..images import load_rgb_image
 from ..loadmeter import LoadMeter
 from ..precision import interleaved_times
+from ..spread import Spread
 from .verdicts.text import cores_used
 
 # a decoder to time: its name, what one pass includes, and the pass
@@ -67,9 +67,9 @@ def _interleaved(
     load = meter.total()
     rows = []
     for name, includes, _ in decoders:
-        rate = [images / (ms / 1000) for ms in times[name]]
-        row = {"decoder": name, "includes": includes, "images_per_s": statistics.median(rate), "rounds": len(rate)}
-        row["images_per_s_range"] = (min(rate), max(rate))
+        rate = Spread.of([images / (ms / 1000) for ms in times[name]])
+        row = {"decoder": name, "includes": includes, "images_per_s": rate.median, "rounds": rate.n}
+        row["images_per_s_range"] = rate.range
         if load is not None:
             row["load"] = load.as_dict()
             row["load_note"] = load.note() if load.busy else ""
@@ -85,12 +85,8 @@ def decode_table(rows: list[dict[str, Any]]) -> str:
         if row["images_per_s"] is None:
             lines.append(f"| {row['decoder']} | | {row['note']} |")
             continue
-        low, high = row["images_per_s_range"]
-        rate = (
-            f"{row['images_per_s']:.0f} ({low:.0f}–{high:.0f})"
-            if row["rounds"] > 1
-            else f"{row['images_per_s']:.0f} (one round: no range)"
-        )
+        spread = Spread.around(row["images_per_s"], row["images_per_s_range"], row["rounds"])
+        rate = spread.text() + (" (one round: no range)" if spread.n == 1 else "")
         lines.append(f"| {row['decoder']} | {rate} | {row['includes']} |")
     busy = [row for row in rows if row.get("load_note")]
     if busy:

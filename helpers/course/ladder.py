@@ -5,7 +5,6 @@ with its range; the rows it returns and the table that prints them."""
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -20,9 +19,10 @@ from ..env import usable_cpu_count
 from ..loadmeter import busy_cores, cpu_budget, intra_op_threads
 from ..measure import PipelineProbe, steps_in_budget
 from ..memory import allocated_device_memory_bytes
+from ..spread import Spread, efficiency_text
+from .ladder_row import LadderRow
 from .ladder_steps import sr_train_step
 from .verdicts.ladder import busy_summary
-from .verdicts.text import efficiency_cell
 
 MIN_ROUNDS = 3  # rounds a ladder always runs, past its budget if need be: one round has no spread to read
 
@@ -124,7 +124,7 @@ def cpu_budget_text(rungs: list[Rung], cores: int, busy: int = 0) -> str:
 
 def run_ladder(
     rungs: list[Rung], *, device: torch.device, rounds: int, turn_s: float, busy: int | None = None
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[LadderRow], str]:
     """Measure every rung side by side: all rungs are built, then up to `rounds` rounds give each rung a turn of about
     `turn_s` seconds (the loader alone, then fed and pre-made steps), the order rotating each round. A burst of load
     on the machine therefore hits every rung alike; each number is a median over rounds, with its range. After the
@@ -150,7 +150,7 @@ def run_ladder(
         for turn in turns:
             turn.probe.close()
     for row in rows:
-        row["loader_vs_first"] = row["loader_samples_per_s"] / rows[0]["loader_samples_per_s"]
+        row.loader_vs_first = row.loader_samples_per_s / rows[0].loader_samples_per_s
     timing = (
         f"{cpu_budget_text(rungs, cores, busy)}\nbuilding and warming up the rungs took {built - started:.0f} s; "
         f"{done} of {rounds} rounds took {time.perf_counter() - built:.0f} s (budget {budget:.0f} s)"
@@ -158,57 +158,51 @@ def run_ladder(
     return rows, timing
 
 
-def _median_and_range(values: list[float]) -> tuple[float, tuple[float, float]]:
-    return statistics.median(values), (min(values), max(values))
-
-
-def _efficiency(fed: float, premade: float, per_round: tuple[float, float]) -> tuple[float, tuple[float, float]]:
+def _efficiency(fed: Spread, premade: Spread, per_round: tuple[float, float]) -> Spread:
     """A rung's efficiency as its table prints it: the fed median over the pre-made median (the two columns beside
     it, so dividing them gives it), with the range of the per-round ratios (each round's fed block over its own
     pre-made block), widened to the ratio of the medians in the rare case it falls outside them."""
-    ratio = fed / premade
-    return ratio, (min(per_round[0], ratio), max(per_round[1], ratio))
+    ratio = fed.median / premade.median
+    return Spread(ratio, min(per_round[0], ratio), max(per_round[1], ratio), fed.n)
 
 
-def _row(turn: _Turn, cores: int) -> dict[str, Any]:
+def _row(turn: _Turn, cores: int) -> LadderRow:
     probe, fed = turn.probe, turn.probe.result()
-    alone, alone_range = _median_and_range(probe.rates("alone"))
-    fed_rate, fed_range = _median_and_range(probe.rates("fed"))
-    premade, premade_range = _median_and_range(probe.rates("premade"))
-    efficiency, efficiency_range = _efficiency(fed_rate, premade, fed.efficiency_range or (fed_rate / premade,) * 2)
+    alone, fed_rate, premade = (Spread.of(probe.rates(kind)) for kind in ("alone", "fed", "premade"))
+    efficiency = _efficiency(fed_rate, premade, fed.efficiency_range or (fed_rate.median / premade.median,) * 2)
     busy = fed.load is not None and fed.load.busy
     # the doctor reads the efficiency the table prints (fed median over pre-made median), not a second one
-    as_printed = dataclasses.replace(fed, pipeline_efficiency=efficiency, efficiency_range=efficiency_range)
-    return {
-        "name": turn.rung.name,
-        "role": turn.rung.role,
-        "bounds": turn.rung.bounds,
-        "model_note": turn.rung.model_note,
-        "workers": turn.rung.workers,
-        "threads": turn.threads,
-        "loader_samples_per_s": alone,
-        "loader_samples_per_s_range": alone_range,
-        "fed_samples_per_s": fed_rate,
-        "fed_samples_per_s_range": fed_range,
-        "premade_samples_per_s": premade,
-        "premade_samples_per_s_range": premade_range,
-        "pipeline_efficiency": efficiency,
-        "efficiency_range": efficiency_range,
-        "data_wait_ms": fed.data_wait_ms,
-        "compute_ms": fed.compute_ms,
-        "premade_step_ms": fed.premade_step_ms,
-        "rounds": len(probe.rates("alone")),
-        "steps_per_turn": turn.steps,
-        "peak_device_mib": _peak_device_mib(turn),
-        "load": fed.load.as_dict() if fed.load else None,
-        "load_note": fed.load.note() if busy and fed.load else "",
-        "doctor": diagnose_pipeline(
+    as_printed = dataclasses.replace(fed, pipeline_efficiency=efficiency.median, efficiency_range=efficiency.range)
+    return LadderRow(
+        name=turn.rung.name,
+        role=turn.rung.role,
+        bounds=turn.rung.bounds,
+        model_note=turn.rung.model_note,
+        workers=turn.rung.workers,
+        threads=turn.threads,
+        loader_samples_per_s=alone.median,
+        loader_samples_per_s_range=alone.range,
+        fed_samples_per_s=fed_rate.median,
+        fed_samples_per_s_range=fed_rate.range,
+        premade_samples_per_s=premade.median,
+        premade_samples_per_s_range=premade.range,
+        pipeline_efficiency=efficiency.median,
+        efficiency_range=efficiency.range,
+        data_wait_ms=fed.data_wait_ms,
+        compute_ms=fed.compute_ms,
+        premade_step_ms=fed.premade_step_ms,
+        rounds=alone.n or 1,
+        steps_per_turn=turn.steps,
+        peak_device_mib=_peak_device_mib(turn),
+        load=fed.load.as_dict() if fed.load else None,
+        load_note=fed.load.note() if busy and fed.load else "",
+        doctor=diagnose_pipeline(
             as_printed, num_workers=turn.rung.workers, cpu_cores=cores, threads=turn.threads
         ).splitlines()[0],
-    }
+    )
 
 
-def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
+def ladder_table(rows: list[LadderRow], label: str = "") -> str:
     """A markdown table of a ladder's rows: medians over rounds with their ranges; rungs with another model marked;
     efficiencies above 1 read as 1.0 within the noise; a note for each rung measured while the machine was busy."""
     lines = [
@@ -218,16 +212,16 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
         "|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in rows:
-        mark = " †" if r["model_note"] else ""
+        mark = " †" if r.model_note else ""
         lines.append(
-            f"| {r['name']}{mark} | {_with_range(r, 'loader_samples_per_s')} | {r['loader_vs_first']:.1f} | "
-            f"{_with_range(r, 'fed_samples_per_s')} | {_with_range(r, 'premade_samples_per_s')} | "
-            f"{efficiency_cell(r)} | {r['data_wait_ms']:.1f} | {r['compute_ms']:.1f} / {r['premade_step_ms']:.1f} |"
+            f"| {r.name}{mark} | {r.loader.text()} | {r.loader_vs_first:.1f} | {r.fed.text()} | {r.premade.text()} | "
+            f"{efficiency_text(r.efficiency, short=True)} | {r.data_wait_ms:.1f} | {r.compute_ms:.1f} / "
+            f"{r.premade_step_ms:.1f} |"
         )
-    notes = sorted({r["model_note"] for r in rows if r["model_note"]})
+    notes = sorted({r.model_note for r in rows if r.model_note})
     lines += [f"\n† {note}" for note in notes]
     lines.append(
-        f"\nmedians over {rows[0]['rounds']} interleaved rounds (range in brackets); efficiency is the fed "
+        f"\nmedians over {rows[0].rounds} interleaved rounds (range in brackets); efficiency is the fed "
         "median over the pre-made median, its range the lowest and highest ratio of one round's blocks"
     )
     lines += _threads_notes(rows)
@@ -236,31 +230,26 @@ def ladder_table(rows: list[dict[str, Any]], label: str = "") -> str:
     return "\n".join(lines)
 
 
-def _threads_notes(rows: list[dict[str, Any]]) -> list[str]:
+def _threads_notes(rows: list[LadderRow]) -> list[str]:
     """Why the pre-made rates of rungs that train the same model differ, where their intra-op threads do: a rung's
     workers take cores from its step (the CPU budget), so its pre-made baseline is that of fewer threads."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[LadderRow]] = {}
     for row in rows:
-        groups.setdefault(row["model_note"], []).append(row)
+        groups.setdefault(row.model_note, []).append(row)
     return [
         "pre-made rates of rungs that train the same model differ with their intra-op threads (the CPU budget gives "
         "a rung's step the cores its workers and other processes leave; each rung's efficiency is against its own "
-        "baseline): " + ", ".join(f"'{r['name']}' {r['threads']} thread{'s' * (r['threads'] != 1)}" for r in same)
+        "baseline): " + ", ".join(f"'{r.name}' {r.threads} thread{'s' * (r.threads != 1)}" for r in same)
         for same in groups.values()
-        if len({r.get("threads") for r in same}) > 1
+        if len({r.threads for r in same}) > 1
     ]
-
-
-def _with_range(row: dict[str, Any], key: str) -> str:
-    low, high = row[f"{key}_range"]
-    return f"{row[key]:.0f} ({low:.0f}–{high:.0f})"
 
 
 @dataclass
 class LadderRun:
     """A ladder measured: its rows, the lines on its CPU budget and timing, its label, and what was decided first."""
 
-    rows: list[dict[str, Any]]
+    rows: list[LadderRow]
     timing: str
     label: str
     notes: list[str]

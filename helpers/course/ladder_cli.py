@@ -4,6 +4,7 @@ and its rows written as JSON with their provenance."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -69,14 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     print(ladder_table(run.rows, profile.label(f"{label}\n{environment}")))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
+        rows = [dataclasses.asdict(row) for row in run.rows]  # the rows as the JSON has always had them
         payload = {
             "ladder": args.ladder,
-            **provenance(profile=profile.name, device=device, rows=run.rows),
+            **provenance(profile=profile.name, device=device, rows=rows),
             "label": label,
             "environment": environment,
             "data": source.describe(),
             "timing": run.timing,
-            "rungs": run.rows,
+            "rungs": rows,
         }
         args.json.write_text(json.dumps(payload, indent=2))
         print(f"\nwrote {args.json}")

@@ -5,7 +5,6 @@ each, a range for each row."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +14,7 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from ..measure import synchronize
 from ..prefetch import PrefetchLoader
+from ..spread import Spread
 
 
 class SlowWorkerDataset(Dataset):
@@ -35,12 +35,12 @@ class SlowWorkerDataset(Dataset):
 
 def _summary(name: str, seconds: list[float], batches: int, note: str = "") -> dict[str, Any]:
     """A row: median batches/s over rounds with its (low, high) range."""
-    rates = [batches / s for s in seconds]
+    rates = Spread.of([batches / s for s in seconds])
     return {
         "name": name,
-        "batches_per_s": statistics.median(rates),
-        "range": (min(rates), max(rates)),
-        "rounds": len(rates),
+        "batches_per_s": rates.median,
+        "range": rates.range,
+        "rounds": rates.n,
         "note": note,
     }
 

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .verdicts.text import efficiency_cell
+from ..spread import efficiency_text
+from .ladder_row import LadderRow
 
 
 def _as_hwc(image: np.ndarray | Image.Image | torch.Tensor) -> np.ndarray:
@@ -49,26 +50,26 @@ def show_image_grid(
     return figure
 
 
-def plot_ladder(rows: Sequence[dict], title: str = "") -> plt.Figure:
+def plot_ladder(rows: Sequence[LadderRow], title: str = "") -> plt.Figure:
     """A ladder in two panels: the loader alone (samples/s, log scale, range over rounds) and end to end, feeding the
     model (fed samples/s as bars, the pre-made ceiling as a black tick, the efficiency written beside); rungs whose
     model differs are hatched and marked with a dagger."""
-    names = [r["name"] + (" †" if r.get("model_note") else "") for r in rows]
+    names = [r.name + (" †" if r.model_note else "") for r in rows]
     positions = np.arange(len(rows))[::-1]
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 0.6 * len(rows) + 1.8), sharey=True)
-    low = [r["loader_samples_per_s"] - r["loader_samples_per_s_range"][0] for r in rows]
-    high = [r["loader_samples_per_s_range"][1] - r["loader_samples_per_s"] for r in rows]
-    left.barh(positions, [r["loader_samples_per_s"] for r in rows], xerr=[low, high], color="tab:blue", capsize=3)
+    low = [r.loader.median - r.loader.low for r in rows]
+    high = [r.loader.high - r.loader.median for r in rows]
+    left.barh(positions, [r.loader.median for r in rows], xerr=[low, high], color="tab:blue", capsize=3)
     left.set_xscale("log")
     left.set_xlabel("loader alone: samples/s (log scale)")
     left.set_yticks(positions, [textwrap.fill(n, 48) for n in names], fontsize="small")
-    bars = right.barh(positions, [r["fed_samples_per_s"] for r in rows], color="tab:green")
+    bars = right.barh(positions, [r.fed_samples_per_s for r in rows], color="tab:green")
     for bar, row in zip(bars, rows):
-        if row.get("model_note"):
+        if row.model_note:
             bar.set_hatch("//")
             bar.set_facecolor("tab:olive")
     right.scatter(
-        [r["premade_samples_per_s"] for r in rows],
+        [r.premade_samples_per_s for r in rows],
         positions,
         marker="|",
         s=400,
@@ -77,7 +78,10 @@ def plot_ladder(rows: Sequence[dict], title: str = "") -> plt.Figure:
     )
     for position, row in zip(positions, rows):
         right.annotate(
-            f" efficiency {efficiency_cell(row)}", (row["fed_samples_per_s"], position), va="center", fontsize="small"
+            f" efficiency {efficiency_text(row.efficiency, short=True)}",
+            (row.fed_samples_per_s, position),
+            va="center",
+            fontsize="small",
         )
     right.set_xlabel("end to end, feeding the model: samples/s")
     right.legend(loc="lower right", fontsize="small")

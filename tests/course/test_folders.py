@@ -16,6 +16,7 @@ from helpers.course.folders import (
     optional_rows,
     write_jpeg_folder_standin,
 )
+from helpers.course.ladder_row import LadderRow
 from helpers.course.profiles import PROFILES
 from helpers.course.sr_formats import MARKER, png_copies, same_pixels
 from helpers.course.standins import CIFAR_STANDIN_CLASSES
@@ -47,19 +48,27 @@ def test_profiles_size_the_lesson_as_the_issue_asks():
     assert PROFILES["smoke"].folders.images_per_class * 10 <= 50
 
 
-def _row(name: str, rate: float, low: float, high: float, role: str = "") -> dict:
-    """A ladder row with the keys run_ladder writes (helpers.course.ladder._row)."""
-    return {
-        "name": name,
-        "role": role,
-        "loader_samples_per_s": rate,
-        "loader_samples_per_s_range": (low, high),
-        "fed_samples_per_s": rate / 2,
-        "fed_samples_per_s_range": (low / 2, high / 2),
-        "pipeline_efficiency": 0.5,
-        "efficiency_range": (0.4, 0.6),
-        "doctor": "INPUT-BOUND: ...",
-    }
+def _row(name: str, rate: float, low: float, high: float, role: str = "") -> LadderRow:
+    """A ladder row as run_ladder makes it (helpers.course.ladder._row)."""
+    return LadderRow(
+        name=name,
+        role=role,
+        threads=1,
+        loader_samples_per_s=rate,
+        loader_samples_per_s_range=(low, high),
+        fed_samples_per_s=rate / 2,
+        fed_samples_per_s_range=(low / 2, high / 2),
+        premade_samples_per_s=rate,
+        premade_samples_per_s_range=(low, high),
+        pipeline_efficiency=0.5,
+        efficiency_range=(0.4, 0.6),
+        data_wait_ms=1.0,
+        compute_ms=1.0,
+        premade_step_ms=0.5,
+        rounds=3,
+        steps_per_turn=1,
+        doctor="INPUT-BOUND: ...",
+    )
 
 
 def test_verdicts_say_when_ranges_overlap():

@@ -3,6 +3,8 @@ whose efficiency is what the table prints, and each rung's own peak device memor
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 EARLIER: set[int] = set()  # child processes that other tests left: not a rung's workers
@@ -58,7 +60,7 @@ def test_only_the_rung_whose_turn_it_is_has_live_workers_and_threads_are_restore
         for c in psutil.Process().children(recursive=True)
         if c.pid not in EARLIER and c.status() != psutil.STATUS_ZOMBIE
     ] == []
-    assert [r["role"] for r in rows] == ["a", "b"] and all(r["load"]["cores"] >= 1 for r in rows)
+    assert [r.role for r in rows] == ["a", "b"] and all(r.load and r.load["cores"] >= 1 for r in rows)
 
 
 def test_a_ladder_leaves_the_cores_other_processes_keep_busy(monkeypatch):
@@ -87,18 +89,20 @@ def test_a_ladder_rows_efficiency_is_its_printed_fed_median_over_its_printed_pre
     probe.waits, probe.computes = [[0.01]] * 3, [[0.02]] * 3
     rung = Rung("r", lambda: [], lambda: nn.Identity(), role="r")
     row = _row(_Turn(rung, probe), cores=2)
-    assert row["fed_samples_per_s"] == 200 and row["premade_samples_per_s"] == 200
-    assert row["pipeline_efficiency"] == 1.0 and row["efficiency_range"] == (0.2, 1.5)
-    row["loader_vs_first"] = 1.0
+    assert row.fed_samples_per_s == 200 and row.premade_samples_per_s == 200
+    assert row.pipeline_efficiency == 1.0 and row.efficiency_range == (0.2, 1.5)
+    row.loader_vs_first = 1.0
     table = ladder_table([row])
     assert "| 200 (100–300) | 200 (200–1000) | 1.00 (0.20–1.50, >1 is noise) |" in table
     assert "efficiency is the fed median over the pre-made median" in table
     assert "differ with their intra-op threads" not in table  # one rung: nothing to explain
-    other = {**row, "name": "w", "threads": 1, "workers": 1}
-    row["threads"] = 2
+    other = dataclasses.replace(row, name="w", threads=1, workers=1)
+    row.threads = 2
     assert "differ with their intra-op threads (the CPU budget" in ladder_table([row, other])
     assert "'r' 2 threads, 'w' 1 thread" in ladder_table([row, other])
-    assert "differ with their intra-op threads" not in ladder_table([row, {**other, "model_note": "another"}])
+    assert "differ with their intra-op threads" not in ladder_table(
+        [row, dataclasses.replace(other, model_note="another")]
+    )
 
 
 def test_rounds_stop_at_the_budget_after_the_minimum_and_the_bar_ends_where_they_stopped(monkeypatch):
@@ -143,7 +147,7 @@ def test_rounds_stop_at_the_budget_after_the_minimum_and_the_bar_ends_where_they
     (rounds_bar,) = [bar for bar in bars if bar.desc == "ladder rounds"]
     assert f"{MIN_ROUNDS} of 8 rounds took" in timing
     assert rounds_bar.n == rounds_bar.total == MIN_ROUNDS * 2  # ends at what ran, not at 16
-    assert all(row["rounds"] == MIN_ROUNDS for row in rows)
+    assert all(row.rounds == MIN_ROUNDS for row in rows)
 
 
 def test_the_doctor_reads_the_efficiency_the_table_prints(monkeypatch):
@@ -161,7 +165,7 @@ def test_the_doctor_reads_the_efficiency_the_table_prints(monkeypatch):
     read = []
     monkeypatch.setattr(ladder, "diagnose_pipeline", lambda result, **kwargs: read.append(result) or "VERDICT\nwhy")
     row = ladder._row(ladder._Turn(rung, probe, threads=1), cores=4)
-    assert row["pipeline_efficiency"] == 0.8 and row["efficiency_range"] == (0.7, 0.9) and row["doctor"] == "VERDICT"
+    assert row.pipeline_efficiency == 0.8 and row.efficiency_range == (0.7, 0.9) and row.doctor == "VERDICT"
     assert read[0].pipeline_efficiency == 0.8 and read[0].efficiency_range == (0.7, 0.9)
 
 
@@ -198,4 +202,4 @@ def test_each_rungs_peak_device_memory_is_its_own(monkeypatch):
     rows, _ = ladder.run_ladder(
         [rung("a", 4000, 300), rung("b", 1000, 800)], device=torch.device("cpu"), rounds=3, turn_s=0.01
     )
-    assert [row["peak_device_mib"] * 2**20 for row in rows] == [4300, 1800]
+    assert [(row.peak_device_mib or 0) * 2**20 for row in rows] == [4300, 1800]

@@ -6,6 +6,34 @@ import json
 
 from helpers.course.ladder_cli import main
 
+# the keys of each rung in the JSON the bench writes, in their order (what readers of reports/*.json rely on)
+RUNG_KEYS = [
+    "name",
+    "role",
+    "bounds",
+    "model_note",
+    "workers",
+    "threads",
+    "loader_samples_per_s",
+    "loader_samples_per_s_range",
+    "fed_samples_per_s",
+    "fed_samples_per_s_range",
+    "premade_samples_per_s",
+    "premade_samples_per_s_range",
+    "pipeline_efficiency",
+    "efficiency_range",
+    "data_wait_ms",
+    "compute_ms",
+    "premade_step_ms",
+    "rounds",
+    "steps_per_turn",
+    "peak_device_mib",
+    "load",
+    "load_note",
+    "doctor",
+    "loader_vs_first",
+]
+
 
 def test_bench_cli_writes_the_ladder_json(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "data"))
@@ -19,6 +47,8 @@ def test_bench_cli_writes_the_ladder_json(tmp_path, monkeypatch, capsys):
     assert any("lazy" in r["name"] for r in rungs)
     for rung in rungs:
         assert rung["loader_samples_per_s"] > 0 and rung["pipeline_efficiency"] > 0 and rung["load"]["cores"] >= 1
+        assert list(rung) == RUNG_KEYS  # the file's format, whatever type the rows have in memory
+        assert len(rung["fed_samples_per_s_range"]) == 2
     assert payload["profile"] == "smoke" and payload["device"] == "cpu" and "dirty" in payload and "commit" in payload
     assert payload["load"]["cores"] >= 1
     assert "| rung |" in capsys.readouterr().out

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
+from helpers.course.ladder_row import LadderRow
 from helpers.course.verdicts.gpu_augmentation import augmentation_claim_verdict, loader_pair_verdict
 from helpers.course.verdicts.ladder import ladder_verdict
 from helpers.course.verdicts.lazy_crop_dataset import (
@@ -19,10 +21,12 @@ from helpers.course.verdicts.naive_loader import doctor_change_verdict, memory_v
 from helpers.course.verdicts.scaling_out import gan_verdict, rank_reads_verdict
 from helpers.course.verdicts.setup_and_data import census_verdict
 from helpers.course.verdicts.sweep import sweep_ladder_verdict, sweep_verdict
-from helpers.course.verdicts.text import cores_used, efficiency_cell, efficiency_text, ratio_text, ratio_with_range
+from helpers.course.verdicts.text import compare, cores_used, efficiency_verdict
 from helpers.course.verdicts.train_resnet18_cifar10 import accuracy_verdict, same_steps_verdict
 from helpers.course.verdicts.train_super_resolution import pipelines_claim_verdict, sr_verdict
 from helpers.course.verdicts.your_own_images import reduction_text
+from helpers.pipeline_result import PipelineResult
+from helpers.spread import Spread
 
 
 def _sweep_row(workers, rate, runs=None, prefetch=2, threads=None, compute=None):
@@ -56,11 +60,11 @@ def _ladder_row(name, alone, fed, premade, efficiency, note="", role=None, sprea
     def span(v):
         return (v * (1 - spread), v * (1 + spread))
 
-    return {
+    numbers = {
         "name": name,
         "role": role or name,
-        "bounds": "",
         "model_note": note,
+        "threads": 1,
         "loader_samples_per_s": alone,
         "loader_samples_per_s_range": span(alone),
         "fed_samples_per_s": fed,
@@ -69,9 +73,13 @@ def _ladder_row(name, alone, fed, premade, efficiency, note="", role=None, sprea
         "premade_samples_per_s_range": span(premade),
         "pipeline_efficiency": efficiency,
         "efficiency_range": (efficiency - 0.01, min(efficiency + 0.01, 1.0)),
-        "load_note": "",
-        **extra,
+        "data_wait_ms": 1.0,
+        "compute_ms": 2.0,
+        "premade_step_ms": 2.0,
+        "rounds": 3,
+        "steps_per_turn": 1,
     }
+    return LadderRow(**{**numbers, **extra})
 
 
 def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
@@ -108,9 +116,11 @@ def test_sweep_verdict_tests_two_to_four_times_the_cores():
 
 def test_sweep_and_ladder_agree_or_say_what_differs():
     sweep = [_sweep_row(0, 100, [95, 105], threads=2), _sweep_row(2, 60, [58, 62], prefetch=4, threads=1)]
-    ladder = [
-        {"name": "plain", "fed_samples_per_s": 101, "rounds": 5, "steps_per_turn": 7},
-        {"name": "tuned", "fed_samples_per_s": 90, "rounds": 5, "steps_per_turn": 7},
+    ladder = [  # rungs measured without a range of their own fed rate, with the ladder's threads
+        _ladder_row(
+            name, 1000, fed, 200, 0.5, rounds=5, steps_per_turn=7, threads=2, fed_samples_per_s_range=(fed, fed)
+        )
+        for name, fed in (("plain", 101), ("tuned", 90))
     ]
     pairs = [("plain", {"num_workers": 0}), ("tuned", {"num_workers": 2, "prefetch_factor": 4})]
     text = sweep_ladder_verdict(sweep, ladder, pairs=pairs, ladder_threads=2)
@@ -175,18 +185,27 @@ def test_seed_claim_verdict_compares_end_to_end_with_end_to_end():
 
 def test_overlapping_ranges_read_within_the_noise_and_say_the_measurement_cannot_tell_them_apart():
     rows = [
-        {
-            **_ladder_row("plain", 1000, 200, 210, 0.95, role="seed post"),
-            "loader_samples_per_s_range": (900, 1100),
-            "fed_samples_per_s_range": (190, 215),
-            "efficiency_range": (0.9, 0.99),
-        },
-        {
-            **_ladder_row("tuned", 1050, 205, 200, 1.02),
-            "loader_samples_per_s_range": (950, 1150),
-            "fed_samples_per_s_range": (195, 210),
-            "efficiency_range": (0.97, 1.06),
-        },
+        _ladder_row(
+            "plain",
+            1000,
+            200,
+            210,
+            0.95,
+            role="seed post",
+            loader_samples_per_s_range=(900, 1100),
+            fed_samples_per_s_range=(190, 215),
+            efficiency_range=(0.9, 0.99),
+        ),
+        _ladder_row(
+            "tuned",
+            1050,
+            205,
+            200,
+            1.02,
+            loader_samples_per_s_range=(950, 1150),
+            fed_samples_per_s_range=(195, 210),
+            efficiency_range=(0.97, 1.06),
+        ),
     ]
     text = ladder_verdict(rows)
     assert (
@@ -198,21 +217,20 @@ def test_overlapping_ranges_read_within_the_noise_and_say_the_measurement_cannot
 
 
 def test_an_efficiency_above_one_never_stands_as_a_number():
-    assert efficiency_text({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}) == (
-        "1.0 within the noise (measured 1.38, range 1.10–1.58)"
+    # the words are the library's (helpers.spread, tests/test_spread.py); the verdict adds whether it keeps pace
+    assert efficiency_verdict(Spread(1.38, 0.9, 1.58)) == "1.0 within the noise (measured 1.38, 0.90–1.58)"
+    assert efficiency_verdict(Spread(1.38, 1.1, 1.58)).endswith("a biased baseline rather than noise)")
+    within = efficiency_verdict(Spread(0.97, 0.95, 1.04))
+    assert within == (
+        "0.97 (0.95–1.0 within the noise; highest block measured 1.04), as fast as pre-made batches within the noise"
     )
-    assert efficiency_cell({"pipeline_efficiency": 1.38, "efficiency_range": (1.1, 1.58)}).startswith(
-        "1.0 within noise (measured 1.38"
-    )
-    within = efficiency_text({"pipeline_efficiency": 0.97, "efficiency_range": (0.95, 1.04)})
-    assert within == "0.97 (0.95–1.04; above 1 only by noise), as fast as pre-made batches within the noise"
 
 
 def test_one_lucky_block_does_not_make_a_rung_as_fast_as_pre_made_batches():
     # the contradiction a reader found: a rung waiting 14% of each step (median 0.85) reached 1.08 in one block
-    text = efficiency_text({"pipeline_efficiency": 0.85, "efficiency_range": (0.84, 1.08)})
-    assert text == "0.85 (0.84–1.08; above 1 only by noise)"
-    assert efficiency_text({"pipeline_efficiency": 0.85, "efficiency_range": (0.8, 0.9)}) == "0.85 (0.80–0.90)"
+    text = efficiency_verdict(Spread(0.85, 0.84, 1.08))
+    assert text == "0.85 (0.84–1.0 within the noise; highest block measured 1.08)"
+    assert efficiency_verdict(Spread(0.85, 0.8, 0.9)) == "0.85 (0.80–0.90)"
 
 
 def _cifar_rows(ceiling_fed=2600.0, ceiling_alone=30000.0):
@@ -220,7 +238,7 @@ def _cifar_rows(ceiling_fed=2600.0, ceiling_alone=30000.0):
         _ladder_row("post", 700, 28, 31, 0.9, role="seed post"),
         _ladder_row("pil32", 1800, 600, 1700, 0.37, role="native size"),
         _ladder_row("kornia", 20000, 2495, 2500, 1.0, role="device"),
-        {**_ladder_row("ceiling", ceiling_alone, ceiling_fed, 2600, 0.99, role="ceiling"), "bounds": "device"},
+        _ladder_row("ceiling", ceiling_alone, ceiling_fed, 2600, 0.99, role="ceiling", bounds="device"),
     ]
 
 
@@ -241,11 +259,8 @@ def test_a_busy_block_says_so_in_the_verdict_and_the_table():
     from helpers.course.ladder import ladder_table
 
     rows = _cifar_rows()
-    rows[2]["load_note"] = "other processes used 0.8 of 2 cores during this measurement"
-    for row in rows:
-        row["loader_vs_first"], row["data_wait_ms"], row["compute_ms"], row["premade_step_ms"] = 1.0, 1.0, 2.0, 2.0
-        row["rounds"] = 3
-    rows[2]["load"] = {"other_cores": 0.8, "cores": 2, "busy": True}
+    rows[2].load_note = "other processes used 0.8 of 2 cores during this measurement"
+    rows[2].load = {"other_cores": 0.8, "cores": 2, "busy": True}
     assert (
         "Measured on a busy machine (other processes used 0.8 of 2 cores during the measurements of 'kornia')"
         in ladder_verdict(rows, first="native size")
@@ -256,15 +271,15 @@ def test_a_busy_block_says_so_in_the_verdict_and_the_table():
         and "'post'" not in table.split("busy machine")[1]
     )
     for row in rows:
-        row["load_note"], row["load"] = "busy", {"other_cores": row["pipeline_efficiency"], "cores": 2, "busy": True}
+        row.load_note, row.load = "busy", {"other_cores": row.pipeline_efficiency, "cores": 2, "busy": True}
     assert "other processes used 0.4–1.0 of 2 cores during the measurements of every rung" in ladder_table(rows)
-    quiet = [dict(row, load_note="") for row in rows]
+    quiet = [dataclasses.replace(row, load_note="") for row in rows]
     assert "busy" not in ladder_table(quiet) and "busy" not in ladder_verdict(quiet, first="native size")
 
 
 def test_augmentation_claim_verdict_compares_like_for_like_first_and_says_no_gpu_was_measured():
     rows = _cifar_rows()
-    rows[2]["loader_samples_per_s"] = 20000
+    rows[2].loader_samples_per_s = 20000
     text = augmentation_claim_verdict(rows, claimed_ratio=32, device="cpu")
     assert "measured no GPU" in text and "decode + augment" in text
     assert text.index("11.1x (range") < text.index("28.6x (range")  # same 32 px before the post's 224-px pipeline
@@ -321,12 +336,17 @@ def _result(compute, wait, rate, spread=0.02, busy=False):
         return (v * (1 - spread), v * (1 + spread))
 
     load = LoadReading(0.8 if busy else 0.0, 2, 1.0)
-    return SimpleNamespace(
-        compute_ms=compute,
-        compute_ms_range=span(compute),
-        data_wait_ms=wait,
-        data_wait_ms_range=span(wait),
+    return PipelineResult(
         fed_samples_per_s=rate,
+        premade_samples_per_s=rate,
+        pipeline_efficiency=1.0,
+        data_wait_ms=wait,
+        compute_ms=compute,
+        steps=10,
+        peak_rss_mib=100.0,
+        peak_device_mib=None,
+        compute_ms_range=span(compute),
+        data_wait_ms_range=span(wait),
         fed_samples_per_s_range=span(rate),
         load=load,
     )
@@ -397,25 +417,25 @@ def test_decode_and_layout_verdicts_give_repeated_timings_their_ranges():
 
 
 def test_a_single_measurement_on_each_side_says_it_has_no_range():
-    text = ratio_with_range(4.15, (4.15, 4.15), 1.0, (1.0, 1.0), pick=("a", "b"))
-    assert text == "4.2x (one measurement each: no range)"
+    text = compare(Spread.single(4.15), Spread.single(1.0), pick=("a", "b"))
+    assert text == "4.2x (one measurement each: no range)"  # and no tie named: there is no range to overlap
 
 
 def test_doctor_change_verdict_reads_fed_rates_with_their_ranges():
-    before = SimpleNamespace(fed_samples_per_s=(10.0, 9.0, 11.0), verdict="INPUT-BOUND")
-    after = SimpleNamespace(fed_samples_per_s=(20.0, 18.0, 22.0), verdict="INCONCLUSIVE")
+    before = SimpleNamespace(fed_samples_per_s=Spread(10.0, 9.0, 11.0, 3), verdict="INPUT-BOUND")
+    after = SimpleNamespace(fed_samples_per_s=Spread(20.0, 18.0, 22.0, 3), verdict="INCONCLUSIVE")
     text = doctor_change_verdict(before, after, change="2 persistent workers")
     assert "fed 20.0 samples/s (18.0–22.0) against 10.0 (9.0–11.0) before" in text
     assert "2.0x (range 1.64–2.44x)." in text  # the ratio with its range, not alone
     assert "input-bound before and inconclusive after" in text
-    close = SimpleNamespace(fed_samples_per_s=(10.5, 9.5, 12.0), verdict="INPUT-BOUND")
+    close = SimpleNamespace(fed_samples_per_s=Spread(10.5, 9.5, 12.0, 3), verdict="INPUT-BOUND")
     tied = doctor_change_verdict(before, close, change="x")
     assert "within the noise of this machine: measured 1.1x (range 0.86–1.33x)" in tied
     assert "cannot tell 'with x' and 'before' apart" in tied
 
 
 def test_a_tie_says_which_candidate_the_course_keeps_and_why_when_given():
-    text = ratio_with_range(1.0, (0.9, 1.1), 1.05, (0.95, 1.15), pick=("a", "b"), keep=("b", "the default"))
+    text = compare(Spread(1.0, 0.9, 1.1), Spread(1.05, 0.95, 1.15), pick=("a", "b"), keep=("b", "the default"))
     assert text.endswith("cannot tell 'a' and 'b' apart on this machine: the course keeps 'b', the default")
     assert "would pick" not in text
 
@@ -498,24 +518,17 @@ def test_file_format_verdict_says_when_its_loaders_were_measured_on_a_busy_machi
     quiet = _format_rows(500, 200)
     assert "busy machine" not in file_format_verdict(quiet)
     rows = _format_rows(500, 200)
-    rows[1]["load_note"] = "other processes used 0.9 of 2 cores during this measurement"
-    rows[1]["load"] = {"other_cores": 0.9, "cores": 2, "busy": True}
+    rows[1].load_note = "other processes used 0.9 of 2 cores during this measurement"
+    rows[1].load = {"other_cores": 0.9, "cores": 2, "busy": True}
     text = file_format_verdict(rows)
     assert text.endswith(
         "Measured on a busy machine (other processes used 0.9 of 2 cores during the measurements of "
         "'lazy crop on PNG copies of the same images, 2 workers'): these numbers include that load."
     )
-    rows[2]["load_note"], rows[2]["load"] = rows[1]["load_note"], rows[1]["load"]  # the cache it is compared with
+    rows[2].load_note, rows[2].load = rows[1].load_note, rows[1].load  # the cache it is compared with
     assert "the measurements of 'lazy crop on PNG copies of the same images, 2 workers', 'decoded uint8 cache')" in (
         file_format_verdict(rows)
     )
-
-
-def test_a_ratio_is_never_printed_outside_its_own_range():
-    # 22.3 against 21.1 is 1.057: "1.1x" would sit above its range 1.03-1.09x, so it is printed with two places
-    text = ratio_with_range(22.3, (22.0, 22.6), 21.1, (20.8, 21.4))
-    assert text.startswith("1.06x (range 1.03–1.09x)"), text
-    assert ratio_with_range(2.0, (1.8, 2.2), 1.0, (0.9, 1.1)).startswith("2.0x (range")  # one place suffices
 
 
 def test_the_reduction_text_says_when_no_box_decodes_at_reduced_size():
@@ -526,10 +539,6 @@ def test_the_reduction_text_says_when_no_box_decodes_at_reduced_size():
     )
     none = reduction_text(0.0, 1.0, 224)
     assert none.startswith("0% of 224-px") and "decodes every file at full size" in none and "draft mode" in none
-
-
-def test_a_ratio_that_rounds_to_one_is_not_called_less():
-    assert ratio_text(0.996) == "1.0x" and ratio_text(0.994) == "0.99x (less)"
 
 
 def test_the_wait_verdict_says_when_the_machine_was_busy():

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from .ladder import by_role, load_text, rate_of
-from .text import ranges_overlap, ratio_with_range, span_text
+from ...spread import Spread
+from ..ladder_row import LadderRow
+from .ladder import by_role, load_text
+from .text import compare
 
 
-def augmentation_claim_verdict(rows: Sequence[dict[str, Any]], *, claimed_ratio: float, device: str) -> str:
+def augmentation_claim_verdict(rows: Sequence[LadderRow], *, claimed_ratio: float, device: str) -> str:
     """04: the CIFAR post's claimed augmentation speed-up against the loaders measured on their own (decode and
     augment), like for like at 32 px first ("native size" against "device"), then the post's 224-px pipeline ("seed
     post"), every ratio with its range; says when no GPU was measured."""
@@ -20,19 +21,19 @@ def augmentation_claim_verdict(rows: Sequence[dict[str, Any]], *, claimed_ratio:
         if not device.startswith("cpu")
         else "on the CPU: here the 'device' is the CPU itself, so this run measured no GPU"
     )
-    kornia = rate_of(device_rung, "loader_samples_per_s")
-    same = ratio_with_range(*kornia, *rate_of(native, "loader_samples_per_s"), pick=("kornia", "per-sample PIL"))
-    against_post = ratio_with_range(*kornia, *rate_of(post, "loader_samples_per_s"))
+    kornia = device_rung.loader
+    same = compare(kornia, native.loader, pick=("kornia", "per-sample PIL"))
+    against_post = compare(kornia, post.loader)
     return (
         f"The post claimed {claimed_ratio:.0f}x less augmentation time from moving it to the GPU; its pipeline runs per "
         f"sample on the CPU. Loader alone (decode + augment), measured {where}. At the same 32 px: kornia on the whole "
-        f"dataset {span_text(*kornia)} images/s against per-sample PIL {span_text(*rate_of(native, 'loader_samples_per_s'))}, "
+        f"dataset {kornia.text()} images/s against per-sample PIL {native.loader.text()}, "
         f"{same}; the PIL loader decodes a PNG file "
         "per sample as well, the on-device one holds decoded pixels, so this ratio is decoding and augmentation "
-        f"together. The post's own pipeline (224 px) delivered {span_text(*rate_of(post, 'loader_samples_per_s'))} images/s: "
+        f"together. The post's own pipeline (224 px) delivered {post.loader.text()} images/s: "
         f"kornia at 32 px {against_post} that, a ratio that mixes moving the augmentation with shrinking the crop 49x "
-        f"in pixels. End to end, feeding the same network: {span_text(*rate_of(post, 'fed_samples_per_s'))} (224-px inputs, "
-        f"at the batch its rung names) against {span_text(*rate_of(device_rung, 'fed_samples_per_s'))} images/s."
+        f"in pixels. End to end, feeding the same network: {post.fed.text()} (224-px inputs, "
+        f"at the batch its rung names) against {device_rung.fed.text()} images/s."
         + load_text([post, native, device_rung])
     )
 
@@ -40,26 +41,25 @@ def augmentation_claim_verdict(rows: Sequence[dict[str, Any]], *, claimed_ratio:
 def loader_pair_verdict(rows: Sequence[tuple[str, Sequence[float]]], *, device: str) -> str:
     """04: two loaders' rates on their own over interleaved repeats, the second against the first, with ranges."""
     (first, a), (second, b) = rows
-    a_rate, b_rate = statistics.median(a), statistics.median(b)
-    ratio = ratio_with_range(b_rate, (min(b), max(b)), a_rate, (min(a), max(a)), pick=(second, first))
+    a_rate, b_rate = Spread.of(a), Spread.of(b)
+    ratio = compare(b_rate, a_rate, pick=(second, first))
     return (
-        f"On {device}, '{second}' delivered {span_text(b_rate, (min(b), max(b)))} samples/s against "
-        f"{span_text(a_rate, (min(a), max(a)))} for '{first}' (medians of {len(a)} interleaved repeats): {ratio}."
+        f"On {device}, '{second}' delivered {b_rate.text()} samples/s against "
+        f"{a_rate.text()} for '{first}' (medians of {len(a)} interleaved repeats): {ratio}."
     )
 
 
 def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, unit: str = "batches/s") -> str:
     """04's overlap tables: each row's median rate against the first row's, with the ratio's range over rounds
     (worst against best), "within the noise" when the two rows' ranges overlap, and which row is fastest."""
-    base = rows[0]
+    rates = [Spread.around(row["batches_per_s"], row["range"], row.get("rounds")) for row in rows]
     parts = []
-    for row in rows[1:]:
-        low, high = row["range"][0] / base["range"][1], row["range"][1] / base["range"][0]
-        ratio = row["batches_per_s"] / base["batches_per_s"]
-        noise = ": within the noise of this machine" if ranges_overlap(row["range"], base["range"]) else ""
-        parts.append(f"'{row['name']}' {ratio:.2f}x ({low:.2f}–{high:.2f}x){noise}")
-    best = max(rows, key=lambda r: r["batches_per_s"])
-    tied = [r["name"] for r in rows if r is not best and ranges_overlap(r["range"], best["range"])]
+    for row, rate in zip(rows[1:], rates[1:]):
+        ratio = rate.ratio(rates[0])
+        noise = ": within the noise of this machine" if rate.overlaps(rates[0]) else ""
+        parts.append(f"'{row['name']}' {ratio.median:.2f}x ({ratio.low:.2f}–{ratio.high:.2f}x){noise}")
+    base, (best, fastest) = rows[0], max(zip(rows, rates), key=lambda pair: pair[0]["batches_per_s"])
+    tied = [r["name"] for r, rate in zip(rows, rates) if r is not best and rate.overlaps(fastest)]
     pick = f"The fastest median is '{best['name']}', {best['batches_per_s']:.1f} {unit}"
     pick += (
         f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner, this measurement cannot "

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .ladder import by_role, load_text, rate_of
-from .text import busy_text, efficiency_text, median_range, ranges_overlap, ratio_text, ratio_with_range, span_text
+from ...spread import ratio_text
+from ..ladder_row import LadderRow
+from .ladder import by_role, load_text
+from .text import busy_text, compare, efficiency_verdict, timings
 
 
 def decode_verdict(
@@ -22,22 +24,21 @@ def decode_verdict(
     repeated timings, each with its range, and overlapping ranges named as noise; the load meter's line when the
     machine was busy)."""
     whole = "the whole decoded image" if held == size else f"{held[0]}x{held[1]} pixels"
-    (crop, crop_range), (full, full_range) = median_range(crop_ms), median_range(full_ms)
-    if crop_range is not None and full_range is not None:
-        ratio = ratio_with_range(
-            crop, crop_range, full, full_range, pick=("the crop", "the full decode"), lower_is_better=True
-        )
+    crop, full = timings(crop_ms), timings(full_ms)
+    saved_nothing = crop.median >= 0.7 * full.median
+    if crop.n != 1 and full.n != 1:
+        ratio = compare(crop, full, pick=("the crop", "the full decode"))
         verdict = f"the crop against the full decode: {ratio}" + (
-            "; cropping saved no decoding time" if crop >= 0.7 * full else ""
+            "; cropping saved no decoding time" if saved_nothing else ""
         )
     else:
         verdict = (
             "cropping saved no decoding time"
-            if crop >= 0.7 * full
-            else f"cropping took {crop / full:.0%} of a full decode"
+            if saved_nothing
+            else f"cropping took {crop.median / full.median:.0%} of a full decode"
         )
     return (
-        f"A 32-px crop took {span_text(crop, crop_range, 2)} ms against {span_text(full, full_range, 2)} ms for a full "
+        f"A 32-px crop took {crop.text(2)} ms against {full.text(2)} ms for a full "
         f"decode ({verdict}); afterwards PIL held {whole}." + busy_text(load)
     )
 
@@ -45,16 +46,14 @@ def decode_verdict(
 def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence[float], load: Any = None) -> str:
     """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words (given the
     repeated timings, with their ranges and overlapping ranges named as noise; the load meter's line when busy)."""
-    (rgb, rgb_range), (word, word_range) = median_range(rgb_ms), median_range(word_ms)
-    if rgb_range is not None and word_range is not None:
-        ratio = ratio_with_range(
-            rgb, rgb_range, word, word_range, pick=("3-byte pixels", "32-bit words"), lower_is_better=True
-        )
+    rgb, word = timings(rgb_ms), timings(word_ms)
+    if rgb.n != 1 and word.n != 1:
+        ratio = compare(rgb, word, pick=("3-byte pixels", "32-bit words"))
     else:
-        ratio = ratio_text(rgb / word)
+        ratio = ratio_text(rgb.median / word.median)
     return (
-        f"Flipping and turning 16 crops into one batch took {span_text(rgb, rgb_range, 2)} ms as 3-byte pixels and "
-        f"{span_text(word, word_range, 2)} ms as 32-bit words: the 3-byte layout took {ratio} the time of the word "
+        f"Flipping and turning 16 crops into one batch took {rgb.text(2)} ms as 3-byte pixels and "
+        f"{word.text(2)} ms as 32-bit words: the 3-byte layout took {ratio} the time of the word "
         "layout, which uses 4/3 of the memory." + busy_text(load)
     )
 
@@ -64,18 +63,17 @@ def reopen_verdict(
 ) -> str:
     """02: building the decoded cache (decoding every image) against reopening it, from interleaved repeats, each
     with its range, the ratio with its range; the load meter's line when the machine was busy."""
-    (build, build_range), (reopen, reopen_range) = median_range(build_s), median_range(reopen_s)
-    assert build_range is not None and reopen_range is not None  # sequences: median_range gives their ranges
-    ratio = ratio_with_range(build, build_range, reopen, reopen_range, pick=("building", "reopening"))
+    build, reopen = timings(build_s), timings(reopen_s)
+    ratio = compare(build, reopen, pick=("building", "reopening"))
     return (
-        f"Building the cache (decoding {images} images) took {span_text(build, build_range, 2)} s and reopening it "
-        f"{span_text(reopen, reopen_range, 3)} s (medians of {len(build_s)} interleaved repeats): building took {ratio} "
+        f"Building the cache (decoding {images} images) took {build.text(2)} s and reopening it "
+        f"{reopen.text(3)} s (medians of {len(build_s)} interleaved repeats): building took {ratio} "
         f"the reopen; {mib:.1f} MiB on disk." + busy_text(load)
     )
 
 
 def seed_claim_verdict(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[LadderRow],
     *,
     claimed_before: float,
     claimed_after: float,
@@ -86,29 +84,25 @@ def seed_claim_verdict(
     loaders alone), then each rung's efficiency and end to end, which mix loader and model when the two rungs feed
     different models; every ratio with its range; then the post's claim."""
     old, new = by_role(rows, before), by_role(rows, after)
-    alone = ratio_with_range(
-        *rate_of(new, "loader_samples_per_s"), *rate_of(old, "loader_samples_per_s"), pick=(new["name"], old["name"])
-    )
-    fed = ratio_with_range(
-        *rate_of(new, "fed_samples_per_s"), *rate_of(old, "fed_samples_per_s"), pick=(new["name"], old["name"])
-    )
+    alone = compare(new.loader, old.loader, pick=(new.name, old.name))
+    fed = compare(new.fed, old.fed, pick=(new.name, old.name))
     mixed = (
         " (the 'before' rung trains a model on HR-size inputs, so these two mix loader and model)"
-        if (old["model_note"] != new["model_note"])
+        if (old.model_note != new.model_note)
         else ""
     )
     return (
-        f"Loader alone, like for like: '{new['name']}' {span_text(*rate_of(new, 'loader_samples_per_s'))} samples/s against "
-        f"{span_text(*rate_of(old, 'loader_samples_per_s'))} for '{old['name']}', {alone}. Pipeline efficiency "
-        f"{efficiency_text(new)} against {efficiency_text(old)}, and end to end {span_text(*rate_of(new, 'fed_samples_per_s'))} "
-        f"against {span_text(*rate_of(old, 'fed_samples_per_s'))} samples/s, {fed}{mixed}. The post reported "
+        f"Loader alone, like for like: '{new.name}' {new.loader.text()} samples/s against "
+        f"{old.loader.text()} for '{old.name}', {alone}. Pipeline efficiency "
+        f"{efficiency_verdict(new.efficiency)} against {efficiency_verdict(old.efficiency)}, and end to end "
+        f"{new.fed.text()} against {old.fed.text()} samples/s, {fed}{mixed}. The post reported "
         f"{claimed_before:g} -> {claimed_after:g} images/s end to end on its GPU, {ratio_text(claimed_after / claimed_before)} "
         "(its own single measurement: no range)." + load_text([old, new])
     )
 
 
 def file_format_verdict(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[LadderRow],
     *,
     jpeg: str = "lazy crop, workers",
     png: str = "lazy crop on PNG",
@@ -117,21 +111,16 @@ def file_format_verdict(
     """02 and the bench: the same lazy-crop loader on the JPEG files and on lossless PNG copies of the same images,
     loader alone with ranges: the part of its speed that is the file format; then the decoded cache against each."""
     on_jpeg, on_png, cached = by_role(rows, jpeg), by_role(rows, png), by_role(rows, cache)
-    rate = "loader_samples_per_s"
-    fmt = ratio_with_range(*rate_of(on_jpeg, rate), *rate_of(on_png, rate), pick=("JPEG", "PNG"))
-    same = ranges_overlap(rate_of(on_jpeg, rate)[1], rate_of(on_png, rate)[1])
+    fmt = compare(on_jpeg.loader, on_png.loader, pick=("JPEG", "PNG"))
     reading = (
         "the file format makes no measurable difference to it here"
-        if same
+        if on_jpeg.loader.overlaps(on_png.loader)
         else "that factor is the decoder's (JPEG or PNG), not the loader's: compare a loader with a peer on the same files"
     )
-    against = "; ".join(
-        f"{ratio_with_range(*rate_of(cached, rate), *rate_of(row, rate))} against '{row['name']}'"
-        for row in (on_jpeg, on_png)
-    )
+    against = "; ".join(f"{compare(cached.loader, row.loader)} against '{row.name}'" for row in (on_jpeg, on_png))
     return (
-        f"File format, loader alone: '{on_jpeg['name']}' {span_text(*rate_of(on_jpeg, rate))} samples/s on the JPEG files, "
-        f"{span_text(*rate_of(on_png, rate))} on PNG copies of the same images: JPEG {fmt}; {reading}. The decoded cache, "
+        f"File format, loader alone: '{on_jpeg.name}' {on_jpeg.loader.text()} samples/s on the JPEG files, "
+        f"{on_png.loader.text()} on PNG copies of the same images: JPEG {fmt}; {reading}. The decoded cache, "
         f"which decodes each file once whatever its format: {against}." + load_text([on_jpeg, on_png, cached])
     )
 

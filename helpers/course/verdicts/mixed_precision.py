@@ -5,14 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .text import busy_text, median_range, ranges_overlap, ratio_text, tie_text
+from ...spread import Spread, ratio_text
+from .text import busy_text, tie_text, timings
 
 
-def _ratio_range(a: tuple[float, float] | None, b: tuple[float, float] | None) -> str:
-    """The interval of a/b from two (low, high) ranges, as text ("" when either is unknown)."""
-    if a is None or b is None or min(b) <= 0:
+def _ratio_range(a: Spread | None, b: Spread | None) -> str:
+    """The interval of a/b from their ranges, as text ("" when either has none)."""
+    if a is None or b is None or a.n == 1 or b.n == 1 or b.low <= 0:
         return ""
-    return f" (range {a[0] / b[1]:.2f}–{a[1] / b[0]:.2f}x{'; within the noise' if ranges_overlap(a, b) else ''})"
+    ratio = a.ratio(b)
+    return f" (range {ratio.low:.2f}–{ratio.high:.2f}x{'; within the noise' if a.overlaps(b) else ''})"
+
+
+def _step(row: dict[str, Any]) -> Spread | None:
+    """A precision row's step ms with its range over rounds (None when the row has no range)."""
+    bounds = row.get("step_ms_range")
+    return Spread.around(row["step_ms"], bounds) if bounds else None
 
 
 def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice: Any = None, load: Any = None) -> str:
@@ -25,18 +33,16 @@ def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice:
         if r is fp32:
             continue
         how = "native here" if r["native"] else "not native here (emulated or reference kernels)"
-        spread = _ratio_range(r.get("step_ms_range"), fp32.get("step_ms_range"))
+        spread = _ratio_range(_step(r), _step(fp32))
         parts.append(f"{r['precision']} {ratio_text(r['step_ms'] / fp32['step_ms'])} the fp32 step time{spread}, {how}")
     common = min(len(r["losses"]) for r in results)
     losses = ", ".join(f"{r['precision']} {r['losses'][common - 1]:.4f}" for r in results)
     fastest = min(results, key=lambda r: r["step_ms"])
+    best = _step(fastest)
     tied = [
         r["precision"]
         for r in results
-        if r is not fastest
-        and r.get("step_ms_range")
-        and fastest.get("step_ms_range")
-        and ranges_overlap(r["step_ms_range"], fastest["step_ms_range"])
+        if r is not fastest and best is not None and (step := _step(r)) is not None and step.overlaps(best)
     ]
     ranking = f"The fastest median step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
         f", but its range overlaps {' and '.join(tied)}'s: this measurement cannot tell "
@@ -72,9 +78,8 @@ def channels_last_verdict(table: dict[tuple[str, str], Any], *, load: Any = None
     other processes used the cores during the timings (`load`)."""
     parts = []
     for precision in dict.fromkeys(p for _, p in table):
-        nchw, nchw_range = median_range(table[("NCHW", precision)])
-        last, last_range = median_range(table[("channels_last", precision)])
-        spread = _ratio_range(nchw_range, last_range)
+        nchw, last = timings(table[("NCHW", precision)]), timings(table[("channels_last", precision)])
+        spread = _ratio_range(nchw, last)
         tie = (
             tie_text(
                 ("NCHW", "channels_last"),
@@ -83,10 +88,11 @@ def channels_last_verdict(table: dict[tuple[str, str], Any], *, load: Any = None
                     "the layout the course's CIFAR recipe trains in, since NCHW is not measurably faster here",
                 ),
             )
-            if nchw_range and last_range and ranges_overlap(nchw_range, last_range)
+            if nchw.n != 1 and last.n != 1 and nchw.overlaps(last)
             else ""
         )
-        apart = not tie and nchw != last
-        faster = (" (channels_last faster)" if nchw > last else " (NCHW faster)") if apart else ""
-        parts.append(f"{precision}: NCHW step {ratio_text(nchw / last)} the channels_last step{spread}{faster}{tie}")
+        apart = not tie and nchw.median != last.median
+        faster = (" (channels_last faster)" if nchw.median > last.median else " (NCHW faster)") if apart else ""
+        ratio = ratio_text(nchw.median / last.median)
+        parts.append(f"{precision}: NCHW step {ratio} the channels_last step{spread}{faster}{tie}")
     return "channels_last here: " + "; ".join(parts) + "." + busy_text(load)

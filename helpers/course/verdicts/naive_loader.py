@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .text import ratio_text, ratio_with_range
+from ...diagnosis import Diagnosis
+from ...spread import ratio_text
+from .text import compare
 
 
 def memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_input_ratio: float) -> str:
@@ -37,15 +39,15 @@ def memory_verdict(rows: Sequence[dict[str, Any]], *, claimed_input_ratio: float
     )
 
 
-def doctor_change_verdict(before: Any, after: Any, *, change: str) -> str:
+def doctor_change_verdict(before: Diagnosis, after: Diagnosis, *, change: str) -> str:
     """01: the doctor on one training loop before and after one change: fed rates with their ranges over blocks, the
     ratio with its range (within the noise when the ranges overlap), and what the doctor read each time (diagnoses
     from helpers.doctor.diagnose)."""
-    (b, b_low, b_high), (a, a_low, a_high) = before.fed_samples_per_s, after.fed_samples_per_s
-    ratio = ratio_with_range(a, (a_low, a_high), b, (b_low, b_high), pick=(f"with {change}", "before"))
+    a, b = after.fed_samples_per_s, before.fed_samples_per_s
+    ratio = compare(a, b, pick=(f"with {change}", "before"))
     return (
-        f"With {change}, the loop was fed {a:.1f} samples/s ({a_low:.1f}–{a_high:.1f}) against {b:.1f} "
-        f"({b_low:.1f}–{b_high:.1f}) before (medians over block pairs): {ratio}. The doctor read "
+        f"With {change}, the loop was fed {a.text(1, unit='samples/s')} against {b.text(1)} "
+        f"before (medians over block pairs): {ratio}. The doctor read "
         f"{before.verdict.lower()} before and {after.verdict.lower()} after."
     )
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .text import ratio_with_range, result_load_text, span_text
+from ...pipeline_result import PipelineResult
+from .text import compare, result_load_text
 
 
 def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:
@@ -24,36 +25,19 @@ def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def gan_verdict(rows: dict[str, Any], *, batch: int) -> str:
+def gan_verdict(rows: dict[str, PipelineResult], *, batch: int) -> str:
     """08: the GAN step's compute against the generator's alone, and what a second loader cost, each with its range
     over interleaved blocks (overlapping ranges named as noise)."""
     (g_name, g), (shared_name, shared), (second_name, second) = rows.items()
-    compute = ratio_with_range(shared.compute_ms, shared.compute_ms_range, g.compute_ms, g.compute_ms_range)
-    waits = ratio_with_range(
-        second.data_wait_ms,
-        second.data_wait_ms_range,
-        shared.data_wait_ms,
-        shared.data_wait_ms_range,
-        pick=(second_name, shared_name),
-        lower_is_better=True,
-    )
-    rate = ratio_with_range(
-        shared.fed_samples_per_s,
-        shared.fed_samples_per_s_range,
-        second.fed_samples_per_s,
-        second.fed_samples_per_s_range,
-        pick=(shared_name, second_name),
-    )
-
-    def per_batch(r: Any) -> str:
-        return span_text(r.fed_samples_per_s / batch, tuple(v / batch for v in r.fed_samples_per_s_range), 2)
-
+    compute = compare(shared.compute, g.compute)
+    waits = compare(second.data_wait, shared.data_wait, pick=(second_name, shared_name))
+    rate = compare(shared.fed, second.fed, pick=(shared_name, second_name))
     return (
-        f"Compute per iteration: '{shared_name}' {span_text(shared.compute_ms, shared.compute_ms_range, 1)} ms against "
-        f"{span_text(g.compute_ms, g.compute_ms_range, 1)} ms for '{g_name}', {compute}. Data-wait: "
-        f"{span_text(shared.data_wait_ms, shared.data_wait_ms_range, 2)} ms with one shared loader, "
-        f"{span_text(second.data_wait_ms, second.data_wait_ms_range, 2)} ms when D draws from a second loader (whose draws "
-        f"are timed as compute: {span_text(second.compute_ms, second.compute_ms_range, 1)} ms), {waits}; "
-        f"{per_batch(shared)} against {per_batch(second)} GAN iterations/s, {rate}."
+        f"Compute per iteration: '{shared_name}' {shared.compute.text(1)} ms against "
+        f"{g.compute.text(1)} ms for '{g_name}', {compute}. Data-wait: "
+        f"{shared.data_wait.text(2)} ms with one shared loader, "
+        f"{second.data_wait.text(2)} ms when D draws from a second loader (whose draws "
+        f"are timed as compute: {second.compute.text(1)} ms), {waits}; "
+        f"{shared.fed.per(batch).text(2)} against {second.fed.per(batch).text(2)} GAN iterations/s, {rate}."
         + result_load_text([g, shared, second])
     )

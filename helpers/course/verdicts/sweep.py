@@ -3,20 +3,22 @@ oversubscribing the cores did to the step, the post's '2-4x the cores', and the 
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from .text import ranges_overlap, ratio_text
+from ...spread import Spread, ratio_text
+from ..ladder_row import LadderRow
+
+
+def _rate(row: dict[str, Any]) -> Spread:
+    """A sweep row's samples/s with its range over the repeats (`runs`)."""
+    runs = row["runs"]
+    return Spread.around(row["samples_per_s"], (min(runs), max(runs)), len(runs))
 
 
 def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """True when two sweep rows' ranges over repeats overlap (their difference is within the noise seen)."""
-    return ranges_overlap(_spread(a), _spread(b))
-
-
-def _spread(row: dict[str, Any]) -> tuple[float, float]:
-    return min(row["runs"]), max(row["runs"])
+    return _rate(a).overlaps(_rate(b))
 
 
 def _setting(row: dict[str, Any]) -> str:
@@ -28,15 +30,14 @@ def _setting(row: dict[str, Any]) -> str:
 
 
 def _sweep_rate(row: dict[str, Any]) -> str:
-    low, high = _spread(row)
-    return f"{row['samples_per_s']:.0f} samples/s ({low:.0f}–{high:.0f})"
+    return _rate(row).text(unit="samples/s")
 
 
-def _ms_span(values: list[float]) -> str:
+def _ms_span(times: Spread) -> str:
     """'35.5 ms (35.0–36.0 over 4 runs)', or '52.0 ms (one run: no range)'."""
-    if len(values) == 1:
-        return f"{values[0]:.1f} ms (one run: no range)"
-    return f"{statistics.median(values):.1f} ms ({min(values):.1f}–{max(values):.1f} over {len(values)} runs)"
+    if times.n == 1:
+        return f"{times.text(1, unit='ms')} (one run: no range)"
+    return f"{times.median:.1f} ms ({times.low:.1f}–{times.high:.1f} over {times.n} runs)"
 
 
 def _oversubscription_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
@@ -45,20 +46,17 @@ def _oversubscription_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
     parts = []
     for threads in sorted({r["intra_op_threads"] for r in rows if r.get("intra_op_threads")}):
         same = [r for r in rows if r.get("intra_op_threads") == threads and "compute_ms" in r]
-        over = [c for r in same if r["num_workers"] + threads > cores for c in r.get("compute_runs", [r["compute_ms"]])]
-        within = [
-            c for r in same if r["num_workers"] + threads <= cores for c in r.get("compute_runs", [r["compute_ms"]])
-        ]
-        if not (over and within):
+        runs = [(r["num_workers"] + threads > cores, c) for r in same for c in r.get("compute_runs", [r["compute_ms"]])]
+        if len({past for past, _ in runs}) < 2:
             continue
-        if len(over) == 1 and len(within) == 1:
+        over = Spread.of([c for past, c in runs if past])
+        within = Spread.of([c for past, c in runs if not past])
+        if over.n == 1 and within.n == 1:
             relation = "one run each, so no range to tell them apart by"
-        elif min(over) > max(within):
-            relation = "slower"
-        elif max(over) < min(within):
-            relation = "faster"
-        else:
+        elif over.overlaps(within):
             relation = "no different within the noise"
+        else:
+            relation = "slower" if over.low > within.high else "faster"
         parts.append(
             f"with {threads} thread{'s' * (threads != 1)}, {_ms_span(within)} per step within the cores against "
             f"{_ms_span(over)} past them: {relation}"
@@ -132,7 +130,7 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
 
 def sweep_ladder_verdict(
     sweep: Sequence[dict[str, Any]],
-    ladder: Sequence[dict[str, Any]],
+    ladder: Sequence[LadderRow],
     *,
     pairs: Sequence[tuple[str, dict[str, Any]]],
     ladder_threads: int,
@@ -142,11 +140,10 @@ def sweep_ladder_verdict(
     (a rung's own `threads`, where its row has them, else `ladder_threads`)."""
     parts, differ = [], []
     for name, match in pairs:
-        rung = next(r for r in ladder if r["name"] == name)
+        rung = next(r for r in ladder if r.name == name)
         row = next(r for r in sweep if all(r.get(k) == v for k, v in match.items()))
-        fed = rung["fed_samples_per_s"]
-        rung_range = rung.get("fed_samples_per_s_range") or (fed, fed)
-        agree = ranges_overlap(rung_range, _spread(row))
+        fed = rung.fed_samples_per_s
+        agree = rung.fed.overlaps(_rate(row))
         parts.append(
             f"'{name}' {fed:.0f} samples/s in the ladder against {_sweep_rate(row)} in the sweep ({_setting(row)}): "
             + (
@@ -160,10 +157,10 @@ def sweep_ladder_verdict(
     text = "End to end, the ladder and the sweep on the same settings: " + "; ".join(parts) + "."
     if differ:
         rung, row = differ[0]
-        threads, rung_threads = row.get("intra_op_threads") or ladder_threads, rung.get("threads") or ladder_threads
+        threads, rung_threads = row.get("intra_op_threads") or ladder_threads, rung.threads or ladder_threads
         text += (
-            f" What differs between the two measurements: the ladder gave each rung {rung['rounds']} turn(s) of "
-            f"{rung['steps_per_turn']} step(s) between the other rungs' turns, its workers kept alive across "
+            f" What differs between the two measurements: the ladder gave each rung {rung.rounds} turn(s) of "
+            f"{rung.steps_per_turn} step(s) between the other rungs' turns, its workers kept alive across "
             "them; "
             f"the sweep starts a fresh loader for each of its {len(row['runs'])} turn(s)"
             + (

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from .text import busy_text, ratio_with_range, span_text
+from ...spread import Spread
+from .text import busy_text, compare
 
 
 def same_steps_verdict(
@@ -23,9 +23,8 @@ def same_steps_verdict(
     """06: the post's set-up against the course's over the same steps (medians over interleaved rounds, with ranges),
     what differs between them besides the loader, the pixel ratio of their inputs, and the load meter's line when
     other processes used the cores during the timings (`load`)."""
-    post, course = statistics.median(post_rates), statistics.median(course_rates)
-    post_range, course_range = (min(post_rates), max(post_rates)), (min(course_rates), max(course_rates))
-    ratio = ratio_with_range(course, course_range, post, post_range, pick=("the course's", "the post's"))
+    post, course = Spread.of(post_rates), Spread.of(course_rates)
+    ratio = compare(course, post, pick=("the course's", "the post's"))
     differs = [
         "the loader",
         f"the input size ({post_px} px against {course_px}: {(post_px / course_px) ** 2:.0f}x the pixels per image)",
@@ -39,7 +38,7 @@ def same_steps_verdict(
     if post_batch != course_batch:
         differs.append(f"the batch ({post_batch} against {course_batch})")
     return (
-        f"The course's set-up trained {span_text(course, course_range, 1)} images/s and the post's {span_text(post, post_range, 1)} "
+        f"The course's set-up trained {course.text(1)} images/s and the post's {post.text(1)} "
         f"(medians over {len(post_rates)} interleaved rounds): {ratio}. The two differ in {', '.join(differs[:-1])} and "
         f"{differs[-1]}, so the ratio is the set-ups', not the loader's alone." + busy_text(load)
     )

@@ -7,7 +7,9 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from .text import ratio_text, ratio_with_range, result_load_text, span_text
+from ...pipeline_result import PipelineResult
+from ...spread import ratio_text
+from .text import compare, result_load_text
 
 
 def sr_verdict(gains: Sequence[float], *, data: str) -> str:
@@ -20,23 +22,15 @@ def sr_verdict(gains: Sequence[float], *, data: str) -> str:
     )
 
 
-def pipelines_claim_verdict(measured: dict[str, Any], *, claimed_before: float, claimed_after: float) -> str:
+def pipelines_claim_verdict(measured: dict[str, PipelineResult], *, claimed_before: float, claimed_after: float) -> str:
     """05: two pipelines feeding the same model, end to end (with ranges over interleaved blocks), then the post's own
     before/after, which was measured elsewhere (its hardware, its 'before')."""
     (before_name, before), (after_name, after) = measured.items()
-    ratio = ratio_with_range(
-        after.fed_samples_per_s,
-        after.fed_samples_per_s_range,
-        before.fed_samples_per_s,
-        before.fed_samples_per_s_range,
-        pick=(after_name, before_name),
-    )
+    ratio = compare(after.fed, before.fed, pick=(after_name, before_name))
     return (
-        f"End to end, feeding the same model: '{after_name}' {span_text(after.fed_samples_per_s, after.fed_samples_per_s_range, 1)} "
-        f"images/s against '{before_name}' {span_text(before.fed_samples_per_s, before.fed_samples_per_s_range, 1)}, {ratio}; "
-        f"data-wait per step {span_text(after.data_wait_ms, after.data_wait_ms_range, 1)} ms against "
-        f"{span_text(before.data_wait_ms, before.data_wait_ms_range, 1)} ms, compute "
-        f"{span_text(after.compute_ms, after.compute_ms_range, 1)} ms against {span_text(before.compute_ms, before.compute_ms_range, 1)} "
+        f"End to end, feeding the same model: '{after_name}' {after.fed.text(1)} images/s against '{before_name}' "
+        f"{before.fed.text(1)}, {ratio}; data-wait per step {after.data_wait.text(1)} ms against "
+        f"{before.data_wait.text(1)} ms, compute {after.compute.text(1)} ms against {before.compute.text(1)} "
         f"ms. Separately, the post reported {claimed_before:g} -> {claimed_after:g} images/s "
         f"({ratio_text(claimed_after / claimed_before)}) between its own before and after, on its own GPU: not measured here."
         + result_load_text([before, after])

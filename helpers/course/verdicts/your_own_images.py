@@ -3,10 +3,10 @@ storage formats side by side."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from .ladder import LOADER, by_role, rate_of
-from .text import efficiency_text, ratio_with_range, span_text
+from ...spread import WITHIN_NOISE
+from ..ladder_row import LadderRow
+from .ladder import by_role
+from .text import compare, efficiency_verdict
 
 
 def reduction_text(reduced_share: float, pixel_share: float, crop: int) -> str:
@@ -25,41 +25,38 @@ def reduction_text(reduced_share: float, pixel_share: float, crop: int) -> str:
     return text + "."
 
 
-def folder_rung_verdicts(rows: list[dict[str, Any]]) -> list[str]:
+def folder_rung_verdicts(rows: list[LadderRow]) -> list[str]:
     """07: one sentence per rung from its numbers: loader-alone rate against the post's rung (role "post") with the
     ratio's range ("within the noise" when the ranges overlap), fed rate, efficiency with its range, the doctor."""
     post = by_role(rows, "post")
     lines = []
     for row in rows:
-        rate, spread = rate_of(row, LOADER)
         against = (
             "the reference"
             if row is post
-            else "against the post's: "
-            + ratio_with_range(rate, spread, *rate_of(post, LOADER), pick=("this one", "the post's"))
+            else "against the post's: " + compare(row.loader, post.loader, pick=("this one", "the post's"))
         )
         lines.append(
-            f"{row['name']}: loader alone {span_text(rate, spread)} samples/s ({against}); fed end to end "
-            f"{span_text(row['fed_samples_per_s'], row.get('fed_samples_per_s_range'))} samples/s, efficiency "
-            f"{efficiency_text(row)}; doctor: {row['doctor']}"
+            f"{row.name}: loader alone {row.loader.text()} samples/s ({against}); fed end to end "
+            f"{row.fed.text()} samples/s, efficiency {efficiency_verdict(row.efficiency)}; doctor: {row.doctor}"
         )
     return lines
 
 
-def storage_verdict(rows: list[dict[str, Any]]) -> str:
+def storage_verdict(rows: list[LadderRow]) -> str:
     """07: the folder (reduced decoding), the pre-resized store and the shards side by side, loader alone, found in
     the ladder's rows by their roles."""
     by_key = {
         key: by_role(rows, role)
         for key, role in (("reduced-size folder", "reduced decoding"), ("store", "store"), ("shards", "shards"))
     }
-    ranked = sorted(by_key.items(), key=lambda item: -item[1][LOADER])
+    ranked = sorted(by_key.items(), key=lambda item: -item[1].loader_samples_per_s)
     (best, top), (runner_up, second) = ranked[0], ranked[1]
-    ratio = ratio_with_range(*rate_of(top, LOADER), *rate_of(second, LOADER), pick=(best, runner_up))
+    ratio = compare(top.loader, second.loader, pick=(best, runner_up))
     head = (
         f"{best} against {runner_up}, {ratio}"
-        if "within the noise" in ratio
+        if ratio.startswith(WITHIN_NOISE)
         else f"{best} is fastest here, {ratio} {runner_up}"
     )
-    rates = ", ".join(f"{key} {span_text(*rate_of(row, LOADER))} samples/s" for key, row in by_key.items())
+    rates = ", ".join(f"{key} {row.loader.text()} samples/s" for key, row in by_key.items())
     return f"On this machine's local disk, loader alone: {head} ({rates})."
