@@ -58,6 +58,20 @@ def test_no_lesson_is_skipped_and_each_finds_helpers_anywhere(path):
     assert 'find_spec("helpers")' in code[1].source, f"{path.name}: the second code cell must set up Colab"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_code_fits_100_columns(path):
+    """A lesson's code reads without scrolling sideways (notebooks/ruff.toml formats and lints it at 100)."""
+    notebook = nbformat.read(path, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    wide = [
+        f"code cell {i} line {n}: {len(line)} columns"
+        for i, cell in enumerate(code)
+        for n, line in enumerate(cell.source.splitlines(), 1)
+        if len(line) > 100
+    ]
+    assert not wide, f"{path.name}: lines over 100 columns (run `ruff format notebooks`): {wide}"
+
+
 def _asserts(notebook) -> list[ast.Assert]:
     """The assert statements of a notebook's code (IPython magics and shell lines left out before parsing)."""
     found = []

@@ -35,22 +35,24 @@ SETUP_CELL_ID = "colab-setup"
 SETUP_MARKER = 'find_spec("helpers")'  # tests/test_notebooks.py looks for it in the second code cell
 
 SETUP_CELL = """\
-# Setup for Colab, or any Python without this course: find or fetch the course, install only what is missing.
+# Colab, or a Python without this course: find it (here or above) or clone it; add what is missing.
 import importlib.util, os, pathlib, runpy, subprocess, time
+
 if importlib.util.find_spec("helpers") is None:
-    url = os.environ.get("COURSE_REPOSITORY_URL", "{repository}")
-    colab_root = pathlib.Path(os.environ.get("COURSE_COLAB_ROOT", "/content"))
+    url = os.getenv("COURSE_REPOSITORY_URL", "{repository}")
+    colab_root = pathlib.Path(os.getenv("COURSE_COLAB_ROOT", "/content"))
     clone = colab_root / url.rstrip("/").split("/")[-1].removesuffix(".git")
-    here = pathlib.Path.cwd()
-    root = next((p for p in [here, *here.parents, clone] if (p / "helpers" / "__init__.py").is_file()), None)
+    places = [pathlib.Path.cwd(), *pathlib.Path.cwd().parents, clone]
+    root = next((p for p in places if (p / "tools" / "colab_setup.py").is_file()), None)
     if root is None:
         start, root = time.perf_counter(), clone
         print(f"course setup: cloning {{url}} into {{clone}}", flush=True)
         git = ["git", "clone", "--quiet", "--depth", "1", url, str(clone)]
         done = subprocess.run(git, capture_output=True, text=True)
         if done.returncode:
-            raise RuntimeError(f"course setup: {{' '.join(git)}} failed: {{done.stderr.strip()}}\\nClone the "
-                               f"course into {{colab_root}} yourself, or set COURSE_REPOSITORY_URL, and run again.")
+            hint = f"Clone the course into {{colab_root}} yourself, or set COURSE_REPOSITORY_URL."
+            error = done.stderr.strip()
+            raise RuntimeError(f"course setup: {{' '.join(git)}} failed: {{error}}\\n{{hint}}")
         print(f"course setup: cloned in {{time.perf_counter() - start:.1f}} s", flush=True)
     else:
         print(f"course setup: found the course at {{root}}", flush=True)

@@ -63,7 +63,7 @@ def test_setup_cell_is_short_self_contained_code_with_the_url_written_in():
     }
     assert imported <= {"importlib", "os", "pathlib", "runpy", "subprocess", "time"}  # nothing of the course yet
     assert not any(isinstance(node, ast.ImportFrom) for node in ast.walk(tree))
-    assert len(source.splitlines()) <= 25 and max(len(line) for line in source.splitlines()) <= 120
+    assert len(source.splitlines()) <= 25 and max(len(line) for line in source.splitlines()) <= 100
     assert f'"COURSE_REPOSITORY_URL", "{REPOSITORY}"' in source and 'find_spec("helpers")' in source
     assert '"COURSE_COLAB_ROOT", "/content"' in source and 'tools" / "colab_setup.py' in source
 
