@@ -12,7 +12,7 @@ import pytest
 from notebook_costs import minutes_by_notebook, update_notebook, update_times_page
 
 from helpers.course.profiles import PROFILES
-from tests.course.test_profile_budgets import SPENDS, spent_s
+from tests.course.test_profiles import SPENDS, spent_s
 
 README = """# Course
 
