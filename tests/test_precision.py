@@ -25,23 +25,11 @@ from helpers.precision import (
 )
 from helpers.spread import Spread
 
+from . import test_step
 from .test_safe_open import _within
+from .test_step import _model_and_optimizer, _params
 
-
-def _model_and_optimizer(seed: int = 1):
-    torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(5, 16), nn.Tanh(), nn.Linear(16, 1))
-    return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-
-@pytest.fixture
-def data():
-    generator = torch.Generator().manual_seed(0)
-    return torch.randn(24, 5, generator=generator), torch.randn(24, 1, generator=generator)
-
-
-def _params(model):
-    return [p.detach().clone() for p in model.parameters()]
+data = test_step.data  # the same batches' fixture as the step's tests
 
 
 def test_fastest_precision_times_the_candidates_interleaved_and_says_why(data, monkeypatch, tmp_path):
