@@ -50,6 +50,17 @@ def test_sweep_verdict_reports_a_peak_past_the_core_count():
     assert "4 workers" in text and "more workers than cores" in text and "flatten" not in text
 
 
+def test_sweep_verdict_never_compares_the_best_setting_with_itself():
+    # the busy run's "0 workers, 1 intra-op thread: 346 samples/s, 1.0x the 346 of 0 workers, 1 intra-op thread"
+    rows = [_sweep_row(0, 346, threads=1), _sweep_row(1, 300, threads=1), _sweep_row(2, 280, threads=1)]
+    text = sweep_verdict(rows, cores=2)
+    assert "1.0x" not in text and "the 346 of" not in text, text
+    assert "faster (by median) than every setting with workers" in text, text
+    assert "0 worker(s) + 1 intra-op thread(s) on 2 cores" in text, text
+    faster = sweep_verdict([_sweep_row(0, 12, threads=1), _sweep_row(2, 55, threads=1)], cores=2)
+    assert "the 12 of" in faster and "2 worker(s) + 1 intra-op thread(s)" in faster, faster
+
+
 def test_sweep_verdict_names_settings_within_the_noise():
     rows = [_sweep_row(0, 12, [11, 13]), _sweep_row(2, 55, [50, 60]), _sweep_row(4, 58, [52, 63])]
     text = sweep_verdict(rows, cores=2)

@@ -105,7 +105,7 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
         if best.get("mode") == "end to end"
         else "The loader alone (no training step)"
     )
-    budget = best["num_workers"] + (best.get("intra_op_threads") or cores)
+    threads = best.get("intra_op_threads") or cores
     relation = (
         "more workers than cores"
         if best["num_workers"] > cores
@@ -113,10 +113,15 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
         if best["num_workers"] == cores
         else "fewer workers than cores"
     )
+    against = (  # never the best setting against itself
+        "faster (by median) than every setting with workers"
+        if best is zero
+        else f"{ratio_text(best['samples_per_s'] / zero['samples_per_s'])} the {zero['samples_per_s']:.0f} of "
+        f"{_setting(zero)}"
+    )
     text = (
-        f"{what}, the fastest setting here was {_setting(best)}: {_sweep_rate(best)}, "
-        f"{ratio_text(best['samples_per_s'] / zero['samples_per_s'])} the {zero['samples_per_s']:.0f} of "
-        f"{_setting(zero)}; that is {relation}, and {budget} workers + threads on {cores} cores."
+        f"{what}, the fastest setting here was {_setting(best)}: {_sweep_rate(best)}, {against}; that is "
+        f"{relation}, and {best['num_workers']} worker(s) + {threads} intra-op thread(s) on {cores} cores."
     )
     close = [r for r in rows if r is not best and _overlap(r, best)]
     if len(best["runs"]) > 1 and close:
