@@ -9,7 +9,6 @@ import io
 import lzma
 import os
 import tarfile
-import threading
 
 import numpy as np
 import pytest
@@ -29,6 +28,7 @@ from helpers.tar_scan import (
 )
 
 from .conftest import tar_bytes
+from .test_safe_open import _within
 
 
 def _header(name: str, size_field: bytes, kind: bytes = b"0") -> bytes:
@@ -164,25 +164,6 @@ def test_a_member_named_like_the_extraction_folder_is_extracted(tmp_path):
     folder = extract_into(archive, tmp_path / "parent", "top")
     assert (folder / ".unpacked" / "x.txt").read_bytes() == b"1" and (folder / "a.txt").read_bytes() == b"2"
     assert sorted(p.name for p in (tmp_path / "parent").iterdir()) == ["top", "top.lock"]
-
-
-def _within(seconds: float, work):
-    """Run `work` in a thread; fail (instead of hanging the suite) when it has not returned in `seconds`."""
-    outcome: list = []
-
-    def run():
-        try:
-            outcome.append(("ok", work()))
-        except BaseException as error:  # noqa: BLE001 (handed to the test)
-            outcome.append(("error", error))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert outcome, f"still blocked after {seconds} s"
-    if outcome[0][0] == "error":
-        raise outcome[0][1]
-    return outcome[0][1]
 
 
 def test_a_fifo_for_an_archive_is_named_not_read_forever(tmp_path):
