@@ -119,7 +119,7 @@ class Diagnosis:
     finding: Finding  # the verdict with how sure it is and why not more so
     shares: Shares  # the medians as printed, which decided the verdict
     readings: list[str]  # the verdict each block pair read on its own
-    data_wait_ms: Spread  # median per fed step over blocks, with the lowest and highest block's median
+    data_wait_ms: Spread  # mean per fed step: the median of the blocks' means, with the lowest and highest
     compute_ms: Spread  # the same for the step itself
     efficiency: Spread  # pre-made over fed step time, per block pair
     premade_step_ms: Spread  # the step on pre-made batches: undisturbed by the loader

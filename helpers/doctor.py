@@ -167,22 +167,26 @@ def per_step(recorded: list[Any]) -> list[float]:
 def _block_numbers(probe: PipelineProbe, blocks: int, steps: int) -> dict[str, list[float]]:
     """Run `blocks` fed / pre-made pairs on a warmed-up probe, the loader's workers stopped during each pre-made
     block (so it has the cores to itself) and restarted untimed before the next fed one; per pair: efficiency,
-    median wait and compute per fed step, pre-made time per step, and the fed samples/s."""
+    mean wait and compute per fed step (their sum is the fed step), pre-made time per step, and the fed samples/s."""
     numbers: dict[str, list[float]] = {"efficiency": [], "wait": [], "compute": [], "premade": [], "fed": []}
     samples = count_samples(probe.batches[0])
-    for block in range(blocks):
-        if block:
-            probe.drain(None if probe.workers else 0)  # the workers start again, their first batches untimed
+    for _ in range(blocks):
         first = len(per_step(probe.waits))
-        fed = probe.fed_block(steps)
-        probe.pause()
-        premade = probe.premade_block(steps)
+        fed, premade = probe.block_pair(steps)
         numbers["efficiency"].append(fed / premade)
-        numbers["wait"].append(1000 * statistics.median(per_step(probe.waits)[first:]))
-        numbers["compute"].append(1000 * statistics.median(per_step(probe.computes)[first:]))
+        numbers["wait"].append(1000 * statistics.fmean(per_step(probe.waits)[first:]))  # means: they add up
+        numbers["compute"].append(1000 * statistics.fmean(per_step(probe.computes)[first:]))
         numbers["premade"].append(1000 * samples / premade)
         numbers["fed"].append(fed)
     return numbers
+
+
+def expected_seconds(budget_s: float, seconds_per_pair: float, *, blocks: int = 3, steps: int | None = None) -> float:
+    """About how long `diagnose` takes on a step pair (fed + pre-made) of `seconds_per_pair`: its blocks as planned
+    for `budget_s` (at least the minimum steps, past the budget if need be) and the three untimed pairs before them
+    (two of warm-up, one of calibration)."""
+    plan = plan_blocks(budget_s, seconds_per_pair, blocks=blocks, steps=steps)
+    return plan.seconds + 3 * seconds_per_pair
 
 
 def diagnose(

@@ -275,21 +275,21 @@ class Watch:
     # --- the report ---
 
     def _blocks(self) -> dict[str, list[float]]:
-        """Per complete fed / pre-made block pair: median wait and compute (ms), pre-made compute, efficiency, fed/s."""
+        """Per complete fed / pre-made block pair: mean wait and compute (ms), pre-made compute, efficiency, fed/s."""
         numbers: dict[str, list[float]] = {"wait": [], "compute": [], "premade": [], "efficiency": [], "fed": []}
         for block in range(self.blocks):
             fed = [r for r in self.records if r.phase == "fed" and r.block == block][self.settle :]
             premade = [r for r in self.records if r.phase == "premade" and r.block == block][self.settle :]
             if not fed or not premade:
                 continue
-            wait = 1000 * statistics.median(r.wait for r in fed)
-            compute = 1000 * statistics.median(r.compute for r in fed)
-            reference = 1000 * statistics.median(r.compute for r in premade)
+            wait = 1000 * statistics.fmean(r.wait for r in fed)  # means, so wait + compute is the fed step
+            compute = 1000 * statistics.fmean(r.compute for r in fed)
+            reference = 1000 * statistics.fmean(r.compute for r in premade)
             numbers["wait"].append(wait)
             numbers["compute"].append(compute)
             numbers["premade"].append(reference)
             numbers["efficiency"].append(reference / max(wait + compute, 1e-12))
-            numbers["fed"].append(statistics.median(r.samples / max(r.wait + r.compute, 1e-12) for r in fed))
+            numbers["fed"].append(sum(r.samples for r in fed) / max(sum(r.wait + r.compute for r in fed), 1e-12))
         return numbers
 
     def diagnosis(self) -> Diagnosis:

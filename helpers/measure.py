@@ -269,6 +269,16 @@ class PipelineProbe:
         self.premade.append((self._end(start), samples))
         return samples / self.premade[-1][0]
 
+    def block_pair(self, steps: int, *, drain: int | None = None) -> tuple[float, float]:
+        """One fed block, then one pre-made block of `steps` steps each, with the loader's workers stopped between
+        them: workers left running would refill their queues during the pre-made block and slow the baseline it
+        measures. The workers restart untimed (`drain`: batches drawn first, by default what they hold ready; a
+        loader without workers draws none). Returns (fed, pre-made) samples/s."""
+        self.drain(drain if drain is not None or self.workers else 0)
+        fed = self.fed_block(steps)
+        self.pause()
+        return fed, self.premade_block(steps)
+
     def rates(self, kind: str) -> list[float]:
         """Samples/s of each block of one kind so far: "alone" (the loader alone), "fed" or "premade"."""
         return [n / t for t, n in {"alone": self.alone, "fed": self.fed, "premade": self.premade}[kind]]
@@ -322,14 +332,16 @@ class PipelineProbe:
             raise ValueError("record as many fed blocks as pre-made ones (at least one of each) before result()")
         fed_rates, premade_rates = self.rates("fed"), self.rates("premade")
         ratios = Spread.of([f / p for f, p in zip(fed_rates, premade_rates, strict=True)])
-        waits, computes = (Spread.of([1000 * statistics.median(b) for b in bs]) for bs in (self.waits, self.computes))
+        # means per step, not medians: a fed step's mean wait + mean compute is its time, so the shares add up to the
+        # efficiency, and the one slow batch in four that a worker's turn brings counts (a median would hide it)
+        waits, computes = (Spread.of([1000 * statistics.fmean(b) for b in bs]) for bs in (self.waits, self.computes))
         peak_device = max((peak for _, peak in self.device_memory), default=None)  # None off CUDA
         return PipelineResult(
             fed_samples_per_s=sum(n for _, n in self.fed) / sum(t for t, _ in self.fed),
             premade_samples_per_s=sum(n for _, n in self.premade) / sum(t for t, _ in self.premade),
             pipeline_efficiency=ratios.median,
-            data_wait_ms=1000 * statistics.median([w for block in self.waits for w in block]),
-            compute_ms=1000 * statistics.median([c for block in self.computes for c in block]),
+            data_wait_ms=1000 * statistics.fmean([w for block in self.waits for w in block]),
+            compute_ms=1000 * statistics.fmean([c for block in self.computes for c in block]),
             steps=sum(len(block) for block in self.waits),
             peak_rss_mib=(peak_rss_bytes() or 0) / 2**20,
             peak_device_mib=peak_device / 2**20 if peak_device is not None else None,
@@ -356,7 +368,8 @@ def measure_pipeline(
 ) -> PipelineResult:
     """Pipeline efficiency = fed samples/s over the same step's samples/s on pre-made device batches.
 
-    Fed and pre-made blocks alternate (`blocks` of each). Efficiency is the median over block pairs of their
+    Fed and pre-made blocks alternate (`blocks` of each), the loader's workers stopped during each pre-made block
+    (`PipelineProbe.block_pair`) and left stopped at the end. Efficiency is the median over block pairs of their
     throughput ratio: pairing cancels drift on the machine, and the median keeps a stray interruption from deciding
     the result. A fed step's data-wait is the time to get the next batch onto the device; its compute is the step.
     Give `steps_per_block`, or `budget_s` to size the blocks from one timed pair so that all of them take about that.
@@ -370,8 +383,7 @@ def measure_pipeline(
     reset_peak_rss()
     reset_peak_device_memory(probe.device)
     for _ in range(blocks):
-        probe.fed_block(steps_per_block)
-        probe.premade_block(steps_per_block)
+        probe.block_pair(steps_per_block)
     return probe.result()
 
 
@@ -393,8 +405,5 @@ def measure_pipelines(
         probes[name].pause()
     for _ in range(blocks):
         for name, probe in probes.items():  # only the probe whose turn it is has live workers
-            probe.drain(None if probe.workers else 0)
-            probe.fed_block(sizes[name])
-            probe.premade_block(sizes[name])
-            probe.pause()
+            probe.block_pair(sizes[name])
     return {name: probe.result() for name, probe in probes.items()}

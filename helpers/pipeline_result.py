@@ -28,8 +28,8 @@ class PipelineResult:
     fed_samples_per_s: float  # fed: the loader feeding the step, end to end
     premade_samples_per_s: float  # the same step on batches already on the device: what a perfect loader would give
     pipeline_efficiency: float  # median over block pairs of fed / pre-made throughput (1.0: the model never waits)
-    data_wait_ms: float  # median per fed step: getting the next batch onto the device
-    compute_ms: float  # median per fed step: the step itself
+    data_wait_ms: float  # mean per fed step: getting the next batch onto the device
+    compute_ms: float  # mean per fed step: the step itself (mean wait + mean compute: a fed step's time)
     steps: int
     peak_rss_mib: float
     peak_device_mib: float | None  # CUDA: the highest of the measured blocks' allocator peaks (None off CUDA)
@@ -37,8 +37,8 @@ class PipelineResult:
     fed_samples_per_s_range: tuple[float, float] | None = None  # lowest and highest fed block's samples/s
     premade_step_ms: float | None = None  # median over pre-made blocks of their time per step: the step undisturbed
     premade_samples_per_s_range: tuple[float, float] | None = None  # lowest and highest pre-made block's samples/s
-    data_wait_ms_range: tuple[float, float] | None = None  # lowest and highest fed block's median data-wait
-    compute_ms_range: tuple[float, float] | None = None  # lowest and highest fed block's median compute
+    data_wait_ms_range: tuple[float, float] | None = None  # lowest and highest fed block's mean data-wait
+    compute_ms_range: tuple[float, float] | None = None  # lowest and highest fed block's mean compute
     load: LoadReading | None = None  # what the rest of the machine used during the measured blocks
 
     @property

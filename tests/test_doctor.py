@@ -27,7 +27,7 @@ from helpers.doctor import BatchStep, diagnose, diagnose_pipeline, main, step_de
 from helpers.doctor_advice import advice_for
 from helpers.loading import DeviceTensorLoader, make_loader
 from helpers.loadmeter import LoadMeter, intra_op_threads
-from helpers.measure import PipelineResult
+from helpers.measure import PipelineProbe, PipelineResult
 from helpers.pipeline_facts import describe_batch, describe_pipeline
 from helpers.spread import Spread
 from helpers.sr_cache import CachedCropLoader, DecodedSRCache
@@ -337,10 +337,17 @@ def test_a_controlled_run_over_its_budget_says_so_before_its_blocks_and_a_larger
     assert plan_blocks(1.0, 0.1).steps == 3 and not plan_blocks(10.0, 0.1).over_budget
 
 
+def test_the_expected_time_counts_the_minimum_plan_past_the_budget_and_the_untimed_pairs():
+    # 2-s step pairs under an 8-s budget: 3 blocks of the minimum 3 steps (18 s), then 2 warm-up + 1 calibration pairs
+    assert doctor.expected_seconds(8.0, 2.0) == pytest.approx(3 * 3 * 2.0 + 3 * 2.0)
+    assert doctor.expected_seconds(60.0, 0.5) == pytest.approx(3 * 40 * 0.5 + 1.5)  # a budget that buys steps
+
+
 class _Probe:
     """Fed blocks whose steps wait 1, 10 and 100 ms in turn (compute 5 ms), pre-made steps 5 ms."""
 
     workers = 1
+    block_pair = PipelineProbe.block_pair  # the real sequence, over the fake blocks below
 
     def __init__(self) -> None:
         self.batches, self.waits, self.computes, self.block, self.events = [torch.zeros(2, 3)], [], [], 0, []
@@ -376,7 +383,7 @@ class TestBlockReadings:
     def test_each_block_pairs_wait_is_its_own(self):
         probe = _Probe()
         numbers = doctor._block_numbers(probe, 3, 4)  # type: ignore[arg-type]
-        assert probe.events == ["fed", "pause", "premade", "drain"] * 2 + ["fed", "pause", "premade"]
+        assert probe.events == ["drain", "fed", "pause", "premade"] * 3
         assert [round(w, 6) for w in numbers["wait"]] == [1.0, 10.0, 100.0]
         assert [round(c, 6) for c in numbers["compute"]] == [5.0, 5.0, 5.0]
         assert [round(e, 6) for e in numbers["efficiency"]] == [

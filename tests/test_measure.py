@@ -52,6 +52,22 @@ def test_a_sleeping_loader_shows_its_wait():
     assert result.pipeline_efficiency < 0.5  # a tiny step cannot hide 20 ms of waiting
 
 
+class BurstyLoader:
+    """One batch in four takes 40 ms (a worker's turn), the others are ready at once."""
+
+    def __iter__(self):
+        for i in range(8):
+            time.sleep(0.04 if i % 4 == 3 else 0.0)
+            yield torch.zeros(4, 3), torch.zeros(4, 1)
+
+
+def test_the_wait_is_a_mean_per_step_so_wait_and_compute_add_up_to_the_fed_step():
+    result = measure_pipeline(BurstyLoader(), _step(), torch.device("cpu"), steps_per_block=8, blocks=2)
+    assert result.data_wait_ms >= 9.5  # 40 ms every fourth step; a median per step would read about 0
+    fed_step_ms = 1000 * 4 / result.fed_samples_per_s
+    assert 0.8 * fed_step_ms <= result.data_wait_ms + result.compute_ms <= fed_step_ms
+
+
 def test_pipelines_measured_side_by_side_keep_their_names_ranges_and_data_wait():
     results = measure_pipelines(
         {"slow": (SlowLoader(0.02), _step()), "ready": (SlowLoader(0.0), _step())},
@@ -229,6 +245,35 @@ def test_pipelines_side_by_side_keep_only_the_current_pipelines_workers_alive():
 
     measure_pipelines({"a": (loader(), step), "b": (loader(), step)}, torch.device("cpu"), budget_s=0.2, blocks=2)
     assert max(seen) == 1  # warm-up, calibration and blocks: one pipeline's worker, never both
+
+
+def test_no_worker_runs_while_a_premade_block_is_timed_so_the_baseline_is_the_steps_own(monkeypatch):
+    import psutil
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from helpers.measure import PipelineProbe
+
+    earlier = {c.pid for c in psutil.Process().children(recursive=True)}  # left by other tests: not this loader's
+    in_premade, seen = [False], {True: [], False: []}
+    timed = PipelineProbe.premade_block
+
+    def premade_block(self, steps):
+        in_premade[0] = True
+        try:
+            return timed(self, steps)
+        finally:
+            in_premade[0] = False
+
+    def step(batch):
+        alive = [c for c in psutil.Process().children() if c.pid not in earlier and c.status() != psutil.STATUS_ZOMBIE]
+        seen[in_premade[0]].append(len(alive))
+
+    monkeypatch.setattr(PipelineProbe, "premade_block", premade_block)
+    data = TensorDataset(torch.zeros(64, 3), torch.zeros(64, 1))
+    loader = DataLoader(data, batch_size=4, num_workers=1, persistent_workers=True)
+    measure_pipeline(loader, step, torch.device("cpu"), steps_per_block=3, blocks=2)
+    assert seen[True] and set(seen[True]) == {0}  # workers would refill their queue during the baseline
+    assert 1 in seen[False]  # the fed blocks had their worker
 
 
 class SimulatedAllocator:
