@@ -6,7 +6,7 @@ Example:
     >>> choice = choose_precision({"fp32": [10.0, 10.4, 11.0], "bf16": [6.0, 6.2, 6.5]}, device="cpu")  # ms per step
     >>> choice.precision, choice.within_noise
     ('bf16', False)
-    >>> choose_precision({"fp32": [10.0, 12.0], "bf16": [9.5, 11.0]}, device="cpu").precision  # within the noise
+    >>> choose_precision({"fp32": [10.0, 12.0], "bf16": [9.5, 12.5]}, device="cpu").precision  # within the noise
     'fp32'
     >>> times = interleaved_times({"sum": lambda: torch.ones(9).sum(), "mean": lambda: torch.ones(9).mean()}, rounds=3)
     >>> {name: len(ms) for name, ms in times.items()}  # one value per round, the candidates taking turns
@@ -102,24 +102,27 @@ class PrecisionChoice:
 def choose_precision(
     times_ms: dict[str, list[float]], *, device: torch.device | str, cost_s: float = 0.0
 ) -> PrecisionChoice:
-    """The fastest candidate by median step time, unless its range overlaps another's: then the ranking is within the
-    noise, and fp32 (full precision) is kept when it is among the overlapping ones, else the lower median."""
-    spreads = {p: Spread.of(v) for p, v in times_ms.items()}
+    """The fastest candidate by median step time, unless its difference from another is within the noise (its ratio
+    to it, round by round over the interleaved rounds, reaches 1 in some round: `Spread.ties`): then fp32 (full
+    precision) is kept when it is among the tied ones, else the lower median."""
+    spreads = {p: Spread.paired(v) for p, v in times_ms.items()}  # interleaved rounds: compared round by round
     medians, spans = {p: s.median for p, s in spreads.items()}, {p: s.range for p, s in spreads.items()}
     best = min(medians, key=medians.__getitem__)
     if len(medians) == 1:
         return PrecisionChoice(best, medians, f"{best}: the only candidate measured", spans, False, cost_s)
-    tied = [p for p in medians if p != best and spreads[p].overlaps(spreads[best])]
+    tied = [p for p in medians if p != best and spreads[p].ties(spreads[best])]
     shown = ", ".join(f"{p} {s.text(1, unit='ms')}" for p, s in spreads.items())
     rounds = min(len(v) for v in times_ms.values())
+    paired = all(spreads[p].pairs_with(spreads[best]) for p in spreads)
     if not tied:
-        reason = f"{best}: the fastest training step on {device}, its whole range below the others' ({shown})"
+        beat = f"in each of the {rounds} interleaved rounds" if paired else "its whole range below the others'"
+        reason = f"{best}: the fastest training step on {device}, {beat} ({shown})"
         return PrecisionChoice(best, medians, reason, spans, False, cost_s)
     pick = "fp32" if "fp32" in tied else best
     why = "as full precision is kept when nothing is clearly faster" if pick == "fp32" else "by the lower median"
     reason = (
-        f"{pick}: the ranges of {best} and {', '.join(tied)} overlap over {rounds} interleaved rounds, within "
-        f"the noise of this machine; {pick} is taken, {why} ({shown})"
+        f"{pick}: {best} and {', '.join(tied)} are within the noise of this machine over {rounds} interleaved rounds "
+        f"({'some round reverses their order' if paired else 'their ranges overlap'}); {pick} is taken, {why} ({shown})"
     )
     return PrecisionChoice(pick, medians, reason, spans, True, cost_s)
 

@@ -273,17 +273,18 @@ def _unmeasured(options: SpeedUps, device: torch.device, skip_compile: str | Non
 
 
 def _with_payback(rows: list[dict[str, Any]], times: dict[str, list[float]]) -> list[dict[str, Any]]:
-    """Add median, range, start-up cost and pay-back steps to each measured row, against the first measured row."""
+    """Add median, range, start-up cost and pay-back steps to each measured row, against the first measured row (faster
+    only when it is faster in every interleaved round)."""
     base = None
     for row in rows:
         if "skipped" in row:
             continue
-        spread = Spread.of(times[row["name"]])
+        spread = Spread.paired(times[row["name"]])  # interleaved rounds: compared with the baseline round by round
         row.update(step_ms=spread.median, step_ms_range=spread.range)
         row["startup_s"] = max(0.0, row["first_call_s"] - row.get("startup_calls", 1) * row["step_ms"] / 1000)
         base = base or row
         saved_ms = base["step_ms"] - row["step_ms"]
-        faster = row is not base and row["step_ms_range"][1] < base["step_ms_range"][0]
+        faster = row is not base and spread.ratio(Spread.paired(times[base["name"]])).high < 1.0
         row["faster"] = faster
         row["pays_off_after"] = max(1, round(1000 * row["startup_s"] / saved_ms)) if faster and saved_ms > 0 else None
     return rows

@@ -1,10 +1,13 @@
 """A median with the lowest and highest of repeated measurements (rounds, blocks, repeats), and the words for it: a
 value with its range, one value against another as a ratio with its range ("within the noise of this machine" when
-their ranges overlap), and a pipeline efficiency that never reads above 1 (fed steps cannot beat pre-made ones).
+that range reaches 1; round by round for measurements taken in interleaved rounds), and a pipeline efficiency that
+never reads above 1 (fed steps cannot beat pre-made ones).
 
     >>> fed, premade = Spread.of([380.0, 400.0, 420.0]), Spread.of([790.0, 800.0, 810.0])
-    >>> fed.text(), fed.overlaps(premade), compare_text(premade, fed)
+    >>> fed.text(), fed.ties(premade), compare_text(premade, fed)
     ('400 (380–420)', False, '2.0x (range 1.88–2.13x)')
+    >>> compare_text(Spread.paired([500.0, 310.0, 530.0]), Spread.paired([300.0, 190.0, 320.0]))
+    '1.67x (range 1.63–1.67x over 3 paired rounds)'
     >>> efficiency_text(Spread(0.97, 0.95, 1.04))
     '0.97 (0.95–1.0 within the noise; highest block measured 1.04)'
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 WITHIN_NOISE = "within the noise of this machine"  # how compare_text begins when two ranges overlap
 
@@ -30,6 +33,8 @@ class Spread:
     low: float
     high: float
     n: int | None = None
+    # one value per round, in round order, for measurements taken in interleaved rounds (`paired`); empty otherwise
+    rounds: tuple[float, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Spread:
@@ -37,6 +42,12 @@ class Spread:
         if not values:
             raise ValueError("a spread needs at least one measurement; got none")
         return cls(statistics.median(values), min(values), max(values), len(values))
+
+    @classmethod
+    def paired(cls, values: Sequence[float]) -> Spread:
+        """`of`, for values measured one per round of an interleaved measurement (a, b, a, b...): kept in round order,
+        so that `ratio` against another such spread divides round by round."""
+        return replace(cls.of(values), rounds=tuple(values))
 
     @classmethod
     def single(cls, value: float) -> Spread:
@@ -54,12 +65,28 @@ class Spread:
         return self.low, self.high
 
     def overlaps(self, other: Spread) -> bool:
-        """True when the two ranges share a value: their difference is within the noise seen."""
+        """True when the two ranges share a value."""
         return self.low <= other.high and other.low <= self.high
 
+    def pairs_with(self, other: Spread) -> bool:
+        """True when both were measured in the same interleaved rounds (as many rounds each, at least two)."""
+        return len(self.rounds) >= 2 and len(self.rounds) == len(other.rounds)
+
     def ratio(self, other: Spread) -> Spread:
-        """This over `other`: the ratio of the two values, from lowest over highest to highest over lowest."""
-        return Spread(self.median / other.median, self.low / other.high, self.high / other.low)
+        """This over `other`: the ratio of the two medians, with the range of the round-by-round ratios when the two
+        pair (a burst of load hits both sides of a round alike), else from lowest over highest to highest over
+        lowest; the range always holds the ratio of the medians."""
+        value = self.median / other.median
+        if not self.pairs_with(other):
+            return Spread(value, self.low / other.high, self.high / other.low)
+        each = [a / b for a, b in zip(self.rounds, other.rounds)]
+        return Spread(value, min(*each, value), max(*each, value), len(each), tuple(each))
+
+    def ties(self, other: Spread) -> bool:
+        """True when the difference is within the noise seen: the range of the ratio (`ratio`) reaches 1. The one
+        rule for "within the noise" wherever two measurements are compared."""
+        ratio = self.ratio(other)
+        return ratio.low <= 1.0 <= ratio.high
 
     def per(self, count: float) -> Spread:
         """Every value divided by `count`: samples/s per batch of `count` samples, say."""
@@ -77,17 +104,25 @@ def ratio_text(ratio: float) -> str:
 
 
 def compare_text(a: Spread, b: Spread) -> str:
-    """a against b: '2.0x (range 1.88–2.13x)', the range from a's lowest over b's highest to a's highest over b's
-    lowest; 'within the noise of this machine: measured ...' when the two ranges overlap; '4.2x (one measurement
-    each: no range)' when neither has a range."""
+    """a against b: '2.0x (range 1.88–2.13x)', the range of the ratio (`Spread.ratio`: round by round where the two
+    pair); 'within the noise of this machine: measured ...' when that range reaches 1; '4.2x (one measurement each:
+    no range)' when neither has a range."""
     ratio = a.ratio(b)
     if a.low == a.high and b.low == b.high:
         return f"{ratio_text(ratio.median)} (one measurement each: no range)"
+    return ratio_spread_text(ratio, paired=a.pairs_with(b))
+
+
+def ratio_spread_text(ratio: Spread, *, paired: bool = False) -> str:
+    """A ratio with its range: '1.7x (range 1.42–1.80x)'; 'within the noise of this machine: measured ...' when the
+    range reaches 1 (the one rule for noise, whether the range comes from two ranges or from pairs). `paired` says
+    that the range is of per-round ratios."""
     shown = ratio_text(ratio.median)
     if ratio.median >= 1 and not ratio.low <= round(ratio.median, 1) <= ratio.high:  # one place would leave the range
         shown = f"{ratio.median:.2f}x"
-    text = f"{shown} (range {ratio.low:.2f}–{ratio.high:.2f}x)"
-    return f"{WITHIN_NOISE}: measured {text}" if a.overlaps(b) else text
+    over = f" over {ratio.n} paired rounds" if paired and ratio.n else ""
+    text = f"{shown} (range {ratio.low:.2f}–{ratio.high:.2f}x{over})"
+    return f"{WITHIN_NOISE}: measured {text}" if ratio.low <= 1.0 <= ratio.high else text
 
 
 def efficiency_text(efficiency: Spread, *, short: bool = False) -> str:

@@ -65,10 +65,15 @@ def test_fastest_precision_times_the_candidates_interleaved_and_says_why(data, m
 def test_a_choice_within_the_noise_says_so_and_keeps_fp32():
     clear = choose_precision({"fp32": [10.0, 11.0, 12.0], "bf16": [5.0, 6.0, 7.0]}, device="cpu")
     assert clear.precision == "bf16" and not clear.within_noise and "within the noise" not in clear.reason
-    tied = choose_precision({"fp32": [10.0, 11.0, 15.0], "bf16": [8.0, 9.0, 12.0]}, device="cpu")
+    tied = choose_precision({"fp32": [10.0, 11.0, 15.0], "bf16": [8.0, 9.0, 16.0]}, device="cpu")  # round 3 reverses
     assert tied.precision == "fp32" and tied.within_noise and "within the noise" in tied.reason
-    assert tied.step_ms == {"fp32": 11.0, "bf16": 9.0} and tied.step_ms_range["bf16"] == (8.0, 12.0)
-    between_low = choose_precision({"fp32": [30.0, 31.0], "bf16": [8.0, 12.0], "fp16": [9.0, 13.0]}, device="cuda")
+    assert tied.step_ms == {"fp32": 11.0, "bf16": 9.0} and tied.step_ms_range["bf16"] == (8.0, 16.0)
+    # overlapping ranges, yet bf16 is faster in every interleaved round: a difference, not noise
+    paired = choose_precision({"fp32": [10.0, 11.0, 15.0], "bf16": [8.0, 9.0, 12.0]}, device="cpu")
+    assert (
+        paired.precision == "bf16" and not paired.within_noise and "each of the 3 interleaved rounds" in paired.reason
+    )
+    between_low = choose_precision({"fp32": [30.0, 31.0], "bf16": [8.0, 12.0], "fp16": [9.0, 11.0]}, device="cuda")
     assert between_low.precision == "bf16" and between_low.within_noise and "fp16" in between_low.reason
 
 
@@ -97,8 +102,11 @@ class TestTimingAndTies:
         low, high, apart = Spread(1.5, 1.0, 2.0), Spread(2.5, 2.0, 3.0), Spread(1.5, 1.0, 1.9)
         assert low.overlaps(high) and high.overlaps(low)
         assert not apart.overlaps(high) and not high.overlaps(apart)
-        touching = choose_precision({"fp32": [10.0, 12.0, 14.0], "bf16": [6.0, 8.0, 10.0]}, device="cpu")
-        assert touching.precision == "fp32" and touching.within_noise
+        assert low.ties(high) and not apart.ties(high)  # unpaired spreads: the ratio's range is the ranges'
+        touching = choose_precision({"fp32": [10.0, 12.0, 14.0], "bf16": [6.0, 8.0, 14.0]}, device="cpu")
+        assert touching.precision == "fp32" and touching.within_noise  # round 3 measured them equal: a tie
+        apart_each_round = choose_precision({"fp32": [10.0, 12.0, 14.0], "bf16": [6.0, 8.0, 10.0]}, device="cpu")
+        assert apart_each_round.precision == "bf16" and not apart_each_round.within_noise
 
     def test_channels_last_reaches_the_timed_steps_and_the_cache_key(self, monkeypatch, tmp_path):
         import torch

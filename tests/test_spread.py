@@ -77,3 +77,30 @@ def test_a_range_wholly_above_one_is_a_biased_baseline_not_noise():
 def test_a_table_cell_says_the_same_in_fewer_words():
     assert efficiency_text(Spread(1.38, 0.9, 1.58), short=True) == "1.0 within noise (measured 1.38; 0.90–1.58)"
     assert efficiency_text(Spread(1.0, 0.2, 1.5), short=True) == "1.00 (0.20–1.50, >1 is noise)"
+
+
+class TestTheOneNoiseRule:
+    """Within the noise exactly when the ratio's range reaches 1: round by round for spreads measured in the same
+    interleaved rounds, from the two ranges otherwise."""
+
+    def test_ranges_that_overlap_tie_unless_every_round_shows_the_same_side(self):
+        a, b = [500.0, 310.0, 530.0, 480.0], [300.0, 320.0, 340.0, 290.0]  # a's slow round overlaps b's range
+        assert Spread.of(a).ties(Spread.of(b))  # unpaired: the ranges overlap
+        assert Spread.paired(a).ties(Spread.paired(b))  # round 2 has a below b: the paired range reaches 1
+        a[1] = 330.0
+        assert not Spread.paired(a).ties(Spread.paired(b)) and Spread.of(a).ties(Spread.of(b))
+
+    def test_the_threshold_is_one_itself(self):
+        at_one = Spread.paired([100.0, 100.0, 120.0])
+        assert at_one.ties(Spread.paired([100.0, 90.0, 100.0]))  # round 1 is exactly 1.0x: a tie
+        assert not at_one.ties(Spread.paired([99.0, 90.0, 100.0]))  # every round above 1: a difference
+        assert compare_text(at_one, Spread.paired([99.0, 90.0, 100.0])).endswith("over 3 paired rounds)")
+
+    def test_the_shown_ratio_is_the_ratio_of_the_medians_and_its_range_holds_it(self):
+        ratio = Spread.paired([10.0, 30.0, 20.0]).ratio(Spread.paired([10.0, 10.0, 20.0]))
+        assert ratio.median == 2.0 and ratio.low <= 2.0 <= ratio.high and ratio.n == 3
+
+    def test_rounds_of_other_lengths_or_one_round_do_not_pair(self):
+        assert not Spread.paired([1.0, 2.0]).pairs_with(Spread.paired([1.0, 2.0, 3.0]))
+        assert not Spread.paired([1.0]).pairs_with(Spread.paired([2.0]))
+        assert Spread.paired([1.0, 2.0]) == Spread.of([1.0, 2.0])  # the rounds do not change what a spread is
