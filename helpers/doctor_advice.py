@@ -6,12 +6,14 @@ notes that hold whatever the bottleneck (a knob that does nothing here, how a pr
     >>> advice_for("LOADER COMPETES WITH THE STEP", facts)[0][:40]
     '- the CPU budget already holds (1 worker'
 
-Copy with: pipeline_facts.py (what the pipeline is) with env.py, loadmeter.py (the CPU budget).
+Copy with: pipeline_facts.py (what the pipeline is) with env.py, loadmeter.py (the CPU budget), bottleneck.py (the
+line a cost must reach).
 Needs: psutil, torch.
 """
 
 from __future__ import annotations
 
+from .bottleneck import SIGNIFICANT_PCT
 from .loadmeter import cpu_budget
 from .pipeline_facts import FOLDER_CROPS, ON_DEVICE_LOADERS, PipelineFacts
 
@@ -115,7 +117,10 @@ def _on_the_device(facts: PipelineFacts) -> list[str]:
 
 
 def _step_speedups(facts: PipelineFacts) -> list[str]:
-    lines = [f"- the input pipeline keeps up: more loader work will not help; speed up the step ({LESSON_STEP}):"]
+    lines = [
+        f"- no cost of the loader reaches {SIGNIFICANT_PCT}% of a step, so the step itself is where the time goes: "
+        f"speed it up first ({LESSON_STEP}):"
+    ]
     if facts.precision == "fp32":
         lines.append(
             "- mixed precision: TrainStep(precision='bf16', or 'fp16' with its GradScaler) where the device "

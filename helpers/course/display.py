@@ -3,7 +3,9 @@ one-line "what is running now" message before a long cell, and readable plot fon
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import matplotlib as mpl
@@ -23,7 +25,8 @@ COURSE_STYLE = {
 
 
 class TableText(str):
-    """The markdown text of a table that has been shown: a cell ending with `show_table(...)` does not echo it."""
+    """Text that has been shown (a table, an announcement): a cell ending with `show_table(...)` or `announce(...)`
+    does not echo it a second time."""
 
     def _ipython_display_(self) -> None:
         pass  # already displayed by show_table; the text is for record_result and the report
@@ -79,11 +82,64 @@ def _duration(seconds: float) -> str:
     return f"about {seconds / 60:.0f} min" if seconds < 5400 else f"about {seconds / 3600:.1f} h"
 
 
+@dataclass
+class Part:
+    """An announced part of a lesson: what it was, the seconds announced (None: no estimate) and those it took."""
+
+    message: str
+    announced_s: float | None
+    started: float
+    took_s: float | None = None  # None while it runs
+
+    def end(self) -> None:
+        """Stop its clock (once)."""
+        if self.took_s is None:
+            self.took_s = time.perf_counter() - self.started
+
+    @property
+    def off_by(self) -> float | None:
+        """How many times the time taken and the time announced differ, the larger over the smaller (1.0: on time)."""
+        if self.announced_s is None or self.took_s is None:
+            return None
+        low, high = sorted((max(self.announced_s, 1.0), max(self.took_s, 1.0)))  # below a second, nobody waits
+        return high / low
+
+
+PARTS: list[Part] = []  # this kernel's announced parts, in order; each ends with its cell (or at the next announce)
+
+
+def _end_parts(*_: Any) -> None:
+    for part in PARTS:
+        part.end()
+
+
 def announce(message: str, seconds: float | None = None) -> str:
-    """Print one line saying what runs now (and roughly how long it takes) before a long cell; return the line."""
+    """Print one line saying what runs now (and roughly how long it takes) before a long cell; return the line. The
+    part is timed until its cell ends (in a notebook) or the next announce, for `parts_text` at the lesson's end."""
+    _end_parts()
     line = f"▶ running now: {message}" + (f" ({_duration(seconds)})" if seconds is not None else "")
     print(line, flush=True)
-    return line
+    PARTS.append(Part(message, seconds, time.perf_counter()))
+    shell = get_ipython()
+    if shell is not None and _end_parts not in shell.events.callbacks.get("post_run_cell", []):
+        shell.events.register("post_run_cell", _end_parts)
+    return TableText(line)
+
+
+def parts_text(parts: Sequence[Part] | None = None) -> str:
+    """Each announced part with the time announced and the time it took, marking those more than 2x off; empty when
+    nothing was announced."""
+    parts = PARTS if parts is None else parts
+    _end_parts()
+    lines = []
+    for part in parts:
+        announced = (
+            _duration(part.announced_s).removeprefix("about ") if part.announced_s is not None else "no estimate"
+        )
+        off = part.off_by
+        flag = f" ({off:.1f}x off what was announced)" if off is not None and off > 2 else ""
+        lines.append(f"- {part.message}: announced {announced}, took {part.took_s:.0f} s{flag}")
+    return "\n".join(["announced parts, as timed here:", *lines]) if lines else ""
 
 
 def use_course_style() -> dict[str, Any]:

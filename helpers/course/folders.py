@@ -280,13 +280,14 @@ def folder_ladder(
             role="post",
         ),
         Rung(
-            f"reduced-size JPEG decoding (draft, box first), crop + flip in {workers} workers; jitter on the device",
+            f"PIL decodes the crop box first (at reduced size where the box allows), crop + flip in {workers} "
+            "workers; jitter moved to the device",
             reduced,
             model,
             workers,
             classification_train_step,
             prefetched=ahead,
-            role="reduced decoding",
+            role="box first",
         ),
         Rung(
             f"pre-resized uint8 store (short side {store.meta['short_side']}), crop + flip in {workers} workers; "

@@ -95,13 +95,13 @@ def _peak_device_mib(turn: _Turn) -> float | None:
 
 
 def _take_turn(turn: _Turn) -> None:
-    """One turn: the rung's workers restarted untimed, its blocks timed with its thread budget, its workers stopped,
-    so that no other rung's worker processes share the cores while a turn is timed."""
+    """One turn: the rung's workers restarted untimed, its blocks timed with its thread budget, its workers stopped
+    before its pre-made block (a baseline its own workers do not slow) and until its next turn (so that no other
+    rung's workers share the cores while a turn is timed)."""
     with intra_op_threads(turn.threads):
         turn.probe.drain(turn.rung.prefetched or None)  # 0 (the old default) too: restarted workers need a draw
         turn.probe.loader_block(turn.loader_batches)
-        turn.probe.fed_block(turn.steps)
-        turn.probe.premade_block(turn.steps)
+        turn.probe.block_pair(turn.steps, drain=0)  # its workers stopped during the pre-made block
     turn.probe.pause()
 
 
@@ -112,14 +112,16 @@ def _rung_threads(rung: Rung, cores: int, busy: int) -> int:
 
 def cpu_budget_text(rungs: list[Rung], cores: int, busy: int = 0) -> str:
     """The CPU budget each rung is measured under: its workers plus the timed process's intra-op threads, less the
-    `busy` cores other processes kept busy when the ladder started."""
+    `busy` cores other processes kept busy when the ladder started; rungs under the same budget named together."""
+    groups: dict[tuple[int, int], list[str]] = {}
+    for r in rungs:
+        groups.setdefault((r.workers, _rung_threads(r, cores, busy)), []).append(f"'{r.role or r.name}'")
     parts = [
-        f"'{r.name}' {r.workers} worker{'s' * (r.workers != 1)} + {_rung_threads(r, cores, busy)} intra-op "
-        f"thread{'s' * (_rung_threads(r, cores, busy) != 1)}"
-        for r in rungs
+        f"{workers} worker{'s' * (workers != 1)} + {threads} thread{'s' * (threads != 1)} for " + ", ".join(names)
+        for (workers, threads), names in groups.items()
     ]
-    others = f", {busy} of them kept busy by other processes when the ladder started" if busy else ""
-    return f"CPU budget on {cores} cores{others} (workers + the timed process's intra-op threads): " + "; ".join(parts)
+    others = f" ({busy} kept busy by other processes as the ladder started)" if busy else ""
+    return f"CPU budget on {cores} cores{others}, workers + the step's intra-op threads: " + "; ".join(parts)
 
 
 def run_ladder(
@@ -199,6 +201,8 @@ def _row(turn: _Turn, cores: int) -> LadderRow:
         doctor=diagnose_pipeline(
             as_printed, num_workers=turn.rung.workers, cpu_cores=cores, threads=turn.threads
         ).splitlines()[0],
+        loader_rounds=probe.rates("alone"),
+        fed_rounds=probe.rates("fed"),
     )
 
 
@@ -213,16 +217,18 @@ def ladder_table(rows: list[LadderRow], label: str = "") -> str:
     ]
     for r in rows:
         mark = " †" if r.model_note else ""
+        name = f"**{r.role}**: {r.name.removeprefix(r.role + ': ')}" if r.role else r.name  # verdicts say the role
         lines.append(
-            f"| {r.name}{mark} | {r.loader.text()} | {r.loader_vs_first:.1f} | {r.fed.text()} | {r.premade.text()} | "
+            f"| {name}{mark} | {r.loader.text()} | {r.loader_vs_first:.1f} | {r.fed.text()} | {r.premade.text()} | "
             f"{efficiency_text(r.efficiency, short=True)} | {r.data_wait_ms:.1f} | {r.compute_ms:.1f} / "
             f"{r.premade_step_ms:.1f} |"
         )
     notes = sorted({r.model_note for r in rows if r.model_note})
     lines += [f"\n† {note}" for note in notes]
     lines.append(
-        f"\nmedians over {rows[0].rounds} interleaved rounds (range in brackets); efficiency is the fed "
-        "median over the pre-made median, its range the lowest and highest ratio of one round's blocks"
+        f"\nmedians over {rows[0].rounds} interleaved rounds (range in brackets); efficiency is the fed median over "
+        "the pre-made median, its range the lowest and highest ratio of one round's blocks; data-wait and step ms are "
+        "means per step, so pre-made step / (data-wait + fed step) is about the efficiency"
     )
     lines += _threads_notes(rows)
     busy = busy_summary(rows)

@@ -4,10 +4,14 @@ the ladder's rounds with its range."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..spread import Spread
+
+
+def _rounds(values: list[float]) -> Spread | None:
+    return Spread.paired(values) if values else None
 
 
 @dataclass(kw_only=True)
@@ -39,16 +43,22 @@ class LadderRow:
     load_note: str = ""  # the load meter's sentence when the machine was busy
     doctor: str = ""  # the doctor's first line on this rung's numbers
     loader_vs_first: float = 1.0  # its loader-alone rate over the first rung's
+    loader_rounds: list[float] = field(default_factory=list)  # loader-alone samples/s, round by round
+    fed_rounds: list[float] = field(default_factory=list)  # fed samples/s, round by round (pairs with other rungs')
 
     @property
     def loader(self) -> Spread:
-        """Loader-alone samples/s over the rounds."""
-        return Spread.around(self.loader_samples_per_s, self.loader_samples_per_s_range, self.rounds)
+        """Loader-alone samples/s over the rounds (round by round where recorded, so ratios to other rungs pair)."""
+        return _rounds(self.loader_rounds) or Spread.around(
+            self.loader_samples_per_s, self.loader_samples_per_s_range, self.rounds
+        )
 
     @property
     def fed(self) -> Spread:
-        """Fed end-to-end samples/s over the rounds."""
-        return Spread.around(self.fed_samples_per_s, self.fed_samples_per_s_range, self.rounds)
+        """Fed end-to-end samples/s over the rounds (round by round where recorded, so ratios to other rungs pair)."""
+        return _rounds(self.fed_rounds) or Spread.around(
+            self.fed_samples_per_s, self.fed_samples_per_s_range, self.rounds
+        )
 
     @property
     def premade(self) -> Spread:

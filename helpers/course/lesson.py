@@ -14,6 +14,7 @@ from ..loadmeter import busy_cores, cpu_budget
 from ..seeding import seed_everything
 from ..step import native_precisions
 from .data import DataSource
+from .display import PARTS, parts_text
 from .profiles import Profile, resolve_profile
 
 
@@ -33,31 +34,40 @@ def data_name(source: DataSource) -> str:
 
 @dataclass
 class Lesson:
-    """A running lesson: its profile and device, and `tag` to label every printed number and figure title."""
+    """A running lesson: its profile and device, and `tag` to label printed numbers and figure titles."""
 
     profile: Profile
     device: torch.device
     started: float = field(default_factory=time.perf_counter)
+    said: set[tuple[str | None, str]] = field(default_factory=set)  # (data, device) pairs already named
 
     def tag(self, text: str, data: DataSource | str | None = None) -> str:
-        """`text` labelled with the data source (or a data set's name), the device and, in smoke runs, a warning that
-        it is not a measurement."""
+        """`text` labelled, the first time this notebook shows numbers from a data source (or a data set's name) on
+        this device, with both; in smoke runs, always with a warning that it is not a measurement."""
         name = data if isinstance(data, str) else data_name(data) if data else None
-        return self.profile.label(text, data=name, device=device_name(self.device))
+        where = (name, device_name(self.device))
+        if where in self.said:
+            return self.profile.label(text)
+        self.said.add(where)
+        return self.profile.label(text, data=name, device=where[1])
 
     def finish(self) -> str:
-        """One line with the notebook's measured wall time against the runner's limit for this profile."""
+        """The notebook's measured wall time against the runner's limit for this profile, then each announced part
+        with the time announced and the time it took."""
         seconds = time.perf_counter() - self.started
-        return (
+        line = (
             f"this notebook ran {seconds:.0f} s on {device_name(self.device)} in the {self.profile.name} profile "
             f"(the course runner stops a notebook after {self.profile.notebook_limit_s} s)"
         )
+        parts = parts_text()
+        return f"{line}\n{parts}" if parts else line
 
 
 def start_lesson(requested_profile: str = "auto", *, seed: int = 0) -> Lesson:
     """Resolve the profile and device, seed everything, print the environment in one line; return the Lesson."""
     profile = resolve_profile(requested_profile)
     device = resolve_device()
+    PARTS.clear()  # a new lesson in this kernel times its own announced parts
     seed_everything(seed)
     print(f"profile {profile.name} ({profile.description})")
     print(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,3 +215,9 @@ def write_cifar10_standin(
         write_cifar10_class_names(staging / CIFAR10_META, list(CIFAR_STANDIN_CLASSES))
 
     return _write_atomically(dest, fill)
+
+
+def held_out_whole(names: Sequence[str]) -> list[int]:
+    """Indices of the SR stand-in's test images that are photographs held out whole (SR_TEST_PHOTOS), as opposed to
+    tiles of photographs whose other half is in the training set; test images named otherwise are not counted."""
+    return [i for i, name in enumerate(names) if name.rsplit("_y", 1)[0] in SR_TEST_PHOTOS]

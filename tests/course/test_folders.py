@@ -74,21 +74,22 @@ def _row(name: str, rate: float, low: float, high: float, role: str = "") -> Lad
 def test_verdicts_say_when_ranges_overlap():
     rows = [
         _row("the post", 100, 90, 110, "post"),
-        _row("reduced", 105, 95, 115, "reduced decoding"),
+        _row("reduced", 105, 95, 115, "box first"),
         _row("pre-resized", 400, 380, 420, "store"),
         _row("whole", 300, 280, 320, "whole-JPEG batch"),
         _row("WebDataset", 390, 370, 410, "shards"),
     ]
     lines = folder_rung_verdicts(rows)
-    assert "(the reference)" in lines[0] and "within the noise of this machine" in lines[1]
-    assert "against the post's: 4.0x (range 3.45–4.67x)" in lines[2] and "efficiency 0.50 (0.40–0.60)" in lines[2]
+    assert "'post' is the reference" in lines[0] and "within the noise of this machine" in lines[1]
+    assert lines[2].startswith("'store', loader alone against 'post': 4.0x (range 3.45–4.67x); the doctor reads")
+    assert all(len(line.split()) <= 60 for line in lines)
     assert "store against shards, within the noise" in storage_verdict(rows)
     rows[4] = _row("WebDataset", 200, 190, 210, "shards")
     assert "store is fastest here, 2.0x (range 1.81–2.21x) shards" in storage_verdict(rows)
     # found by role, not by place: a rung inserted first changes nothing
     rows.insert(0, _row("an extra rung", 5000, 4900, 5100, "extra"))
     assert "store is fastest here, 2.0x (range 1.81–2.21x) shards" in storage_verdict(rows)
-    assert "against the post's: 4.0x (range 3.45–4.67x)" in folder_rung_verdicts(rows)[3]
+    assert "against 'post': 4.0x (range 3.45–4.67x)" in folder_rung_verdicts(rows)[3]
 
 
 def test_optional_peers_say_why_they_have_no_row():

@@ -54,7 +54,7 @@ def test_only_the_rung_whose_turn_it_is_has_live_workers_and_threads_are_restore
     assert {name for name, _, _ in seen} == {"a", "b"}
     assert max(alive for _, alive, _ in seen) == 1  # its own worker, never the other rung's as well
     assert {threads for _, _, threads in seen} == {max(1, usable_cpu_count() - 1)}  # the workers' core left to them
-    assert "CPU budget on" in timing and "'a' 1 worker + " in timing
+    assert "CPU budget on" in timing and "1 worker + " in timing and "for 'a', 'b'" in timing
     assert [
         c
         for c in psutil.Process().children(recursive=True)
@@ -71,7 +71,9 @@ def test_a_ladder_leaves_the_cores_other_processes_keep_busy(monkeypatch):
     seen = []
     _, timing = ladder.run_ladder([_worker_rung("a", seen)], device=torch.device("cpu"), rounds=3, turn_s=0.05)
     assert {threads for _, _, threads in seen} == {2}  # 4 cores - its 1 worker - 1 busy core
-    assert "1 of them kept busy by other processes" in timing and "'a' 1 worker + 2 intra-op threads" in timing
+    assert (
+        "(1 kept busy by other processes as the ladder started)" in timing and "1 worker + 2 threads for 'a'" in timing
+    )
 
 
 def test_a_ladder_rows_efficiency_is_its_printed_fed_median_over_its_printed_premade_median():

@@ -32,6 +32,8 @@ RUNG_KEYS = [
     "load_note",
     "doctor",
     "loader_vs_first",
+    "loader_rounds",
+    "fed_rounds",
 ]
 
 

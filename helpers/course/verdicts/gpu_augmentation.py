@@ -16,24 +16,13 @@ def augmentation_claim_verdict(rows: Sequence[LadderRow], *, claimed_ratio: floa
     augment), like for like at 32 px first ("native size" against "device"), then the post's 224-px pipeline ("seed
     post"), every ratio with its range; says when no GPU was measured."""
     post, native, device_rung = by_role(rows, "seed post"), by_role(rows, "native size"), by_role(rows, "device")
-    where = (
-        f"on {device}"
-        if not device.startswith("cpu")
-        else "on the CPU: here the 'device' is the CPU itself, so this run measured no GPU"
-    )
-    kornia = device_rung.loader
-    same = compare(kornia, native.loader, pick=("kornia", "per-sample PIL"))
-    against_post = compare(kornia, post.loader)
+    where = f"on {device}" if not device.startswith("cpu") else "on the CPU, so this run measured no GPU"
+    same = compare(device_rung.loader, native.loader, pick=("device", "native size"))
+    against_post = compare(device_rung.loader, post.loader)
     return (
-        f"The post claimed {claimed_ratio:.0f}x less augmentation time from moving it to the GPU; its pipeline runs per "
-        f"sample on the CPU. Loader alone (decode + augment), measured {where}. At the same 32 px: kornia on the whole "
-        f"dataset {kornia.text()} images/s against per-sample PIL {native.loader.text()}, "
-        f"{same}; the PIL loader decodes a PNG file "
-        "per sample as well, the on-device one holds decoded pixels, so this ratio is decoding and augmentation "
-        f"together. The post's own pipeline (224 px) delivered {post.loader.text()} images/s: "
-        f"kornia at 32 px {against_post} that, a ratio that mixes moving the augmentation with shrinking the crop 49x "
-        f"in pixels. End to end, feeding the same network: {post.fed.text()} (224-px inputs, "
-        f"at the batch its rung names) against {device_rung.fed.text()} images/s."
+        f"The post claimed {claimed_ratio:.0f}x less augmentation time on the GPU. Loader alone (decode + augment), "
+        f"{where}: at the same 32 px, 'device' against 'native size': {same}, decoding and augmentation together. "
+        f"Against the post's 224-px 'seed post': {against_post}, which also shrinks the crop 49x in pixels."
         + load_text([post, native, device_rung])
     )
 
@@ -56,10 +45,10 @@ def rows_against_first_verdict(rows: Sequence[dict[str, Any]], *, what: str, uni
     parts = []
     for row, rate in zip(rows[1:], rates[1:]):
         ratio = rate.ratio(rates[0])
-        noise = ": within the noise of this machine" if rate.overlaps(rates[0]) else ""
+        noise = ": within the noise of this machine" if rate.ties(rates[0]) else ""
         parts.append(f"'{row['name']}' {ratio.median:.2f}x ({ratio.low:.2f}–{ratio.high:.2f}x){noise}")
     base, (best, fastest) = rows[0], max(zip(rows, rates), key=lambda pair: pair[0]["batches_per_s"])
-    tied = [r["name"] for r, rate in zip(rows, rates) if r is not best and rate.overlaps(fastest)]
+    tied = [r["name"] for r, rate in zip(rows, rates) if r is not best and rate.ties(fastest)]
     pick = f"The fastest median is '{best['name']}', {best['batches_per_s']:.1f} {unit}"
     pick += (
         f", but its range overlaps {', '.join(repr(n) for n in tied)}: no clear winner, this measurement cannot "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ladder_row import LadderRow
-from .text import compare, cores_used, efficiency_verdict
+from .text import compare, cores_used
 
 
 def busy_summary(rows: Sequence[LadderRow]) -> str:
@@ -25,8 +25,10 @@ def busy_summary(rows: Sequence[LadderRow]) -> str:
 
 def load_text(rows: Sequence[LadderRow]) -> str:
     """A sentence for the rungs measured while other processes kept the machine busy (empty when none was)."""
-    summary = busy_summary(rows)
-    return f" Measured on a busy machine ({summary}): these numbers include that load." if summary else ""
+    loads = [r.load for r in rows if r.load_note and r.load]
+    if not loads:
+        return ""
+    return f" Busy machine: other processes used {cores_used([x['other_cores'] for x in loads])} of {loads[0]['cores']} cores."
 
 
 def by_role(rows: Sequence[LadderRow], role: str) -> LadderRow:
@@ -35,6 +37,11 @@ def by_role(rows: Sequence[LadderRow], role: str) -> LadderRow:
         if row.role == role:
             return row
     raise KeyError(f"no ladder rung has the role {role!r}; the rungs' roles are {[r.role for r in rows]}")
+
+
+def label(row: LadderRow) -> str:
+    """A rung's short name, as its table shows it in bold: its role, or its name where it has none."""
+    return row.role or row.name
 
 
 def _ceiling_noise(rows: Sequence[LadderRow]) -> tuple[list[str], set[int]]:
@@ -54,34 +61,29 @@ def _ceiling_noise(rows: Sequence[LadderRow]) -> tuple[list[str], set[int]]:
         if slower:
             left_out.add(id(ceiling))
             lines.append(
-                f"The ceiling '{ceiling.name}' measured slower than '{bounded.name}', which it bounds "
-                f"({'; '.join(slower)}): that difference is this machine's noise, not a ranking."
+                f"The ceiling '{label(ceiling)}' measured slower than '{label(bounded)}', which it bounds "
+                f"({'; '.join(slower)}): this machine's noise, not a ranking."
             )
     return lines, left_out
 
 
 def ladder_verdict(rows: Sequence[LadderRow], *, first: str = "seed post") -> str:
-    """02, 04: the ladder read like for like: loader-only rates against the rung with role `first` (with ranges;
-    overlapping ones named as noise), end to end among rungs that feed the same model (fastest against the next, with
-    ranges), ceilings that measured slower than what they bound named as noise, and which rungs' models differ."""
+    """02, 04: the ladder beside its table, in the rungs' short names: the fastest loader alone against the rung with
+    role `first`, and end to end, among the rungs that feed the same model, the fastest against the next (round by
+    round, within the noise named as such); a ceiling that measured slower than what it bounds is named as noise.
+    The efficiencies, the rungs that train another model and the load's detail are the table's."""
     base = by_role(rows, first)
-    parts = [f"'{r.name}' {compare(r.loader, base.loader, pick=(r.name, base.name))}" for r in rows if r is not base]
-    lines = [f"Loader alone, against '{base.name}': " + "; ".join(parts) + "."]
+    top = max(rows, key=lambda r: r.loader_samples_per_s)
+    lines = []
+    if top is not base:
+        ratio = compare(top.loader, base.loader, pick=(label(top), label(base)))
+        lines.append(f"Loader alone, the fastest, '{label(top)}', against '{label(base)}': {ratio}.")
     noise, left_out = _ceiling_noise(rows)
     same_model = [r for r in rows if not r.model_note and id(r) not in left_out]
     if len(same_model) >= 2:
         fast, runner_up = sorted(same_model, key=lambda r: r.fed_samples_per_s, reverse=True)[:2]
-        ratio = compare(fast.fed, runner_up.fed, pick=(fast.name, runner_up.name))
+        ratio = compare(fast.fed, runner_up.fed, pick=(label(fast), label(runner_up)))
         lines.append(
-            "End to end, feeding the same model: "
-            + ", ".join(f"'{r.name}' {r.fed.text()}" for r in same_model)
-            + f" samples/s; the fastest, '{fast.name}', against the next, '{runner_up.name}': {ratio}. "
-            "Pipeline efficiency (fed / pre-made): "
-            + "; ".join(f"'{r.name}' {efficiency_verdict(r.efficiency)}" for r in same_model)
-            + "."
+            f"End to end on the same model, the fastest, '{label(fast)}', against '{label(runner_up)}': {ratio}."
         )
-    lines += noise
-    for note in dict.fromkeys(r.model_note for r in rows if r.model_note):
-        names = " and ".join(f"'{r.name}'" for r in rows if r.model_note == note)
-        lines.append(f"{names} feed{'s' if ' and ' not in names else ''} another model: {note}.")
-    return " ".join(lines) + load_text(rows)
+    return " ".join(lines + noise) + load_text(rows)

@@ -8,8 +8,8 @@ from typing import Any
 
 from ...spread import ratio_text
 from ..ladder_row import LadderRow
-from .ladder import by_role, load_text
-from .text import busy_text, compare, efficiency_verdict, timings
+from .ladder import by_role, label, load_text
+from .text import busy_text, compare, timings
 
 
 def decode_verdict(
@@ -20,55 +20,42 @@ def decode_verdict(
     *,
     load: Any = None,
 ) -> str:
-    """02: whether cropping saved decoding time and memory, from a crop's time against a full decode's (given the
-    repeated timings, each with its range, and overlapping ranges named as noise; the load meter's line when the
-    machine was busy)."""
+    """02: whether cropping saved decoding time and memory, beside the table of both timings: a crop against a full
+    decode (round by round over interleaved repeats, within the noise named as such), and what PIL held after."""
     whole = "the whole decoded image" if held == size else f"{held[0]}x{held[1]} pixels"
     crop, full = timings(crop_ms), timings(full_ms)
     saved_nothing = crop.median >= 0.7 * full.median
     if crop.n != 1 and full.n != 1:
-        ratio = compare(crop, full, pick=("the crop", "the full decode"))
-        verdict = f"the crop against the full decode: {ratio}" + (
-            "; cropping saved no decoding time" if saved_nothing else ""
-        )
+        verdict = f"A 32-px crop against a full decode: {compare(crop, full)}"
     else:
-        verdict = (
-            "cropping saved no decoding time"
-            if saved_nothing
-            else f"cropping took {crop.median / full.median:.0%} of a full decode"
-        )
-    return (
-        f"A 32-px crop took {crop.text(2)} ms against {full.text(2)} ms for a full "
-        f"decode ({verdict}); afterwards PIL held {whole}." + busy_text(load)
-    )
+        verdict = f"A 32-px crop took {crop.median / full.median:.0%} of a full decode"
+    saved = "cropping saved no decoding time, and " if saved_nothing else ""
+    return f"{verdict}; {saved}PIL held {whole} afterwards." + busy_text(load)
 
 
 def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence[float], load: Any = None) -> str:
     """02: the cost of flipping and turning crops stored as 3-byte pixels against 32-bit RGBX words (given the
-    repeated timings, with their ranges and overlapping ranges named as noise; the load meter's line when busy)."""
+    timings of interleaved rounds, compared round by round, within the noise named as such)."""
     rgb, word = timings(rgb_ms), timings(word_ms)
-    if rgb.n != 1 and word.n != 1:
-        ratio = compare(rgb, word, pick=("3-byte pixels", "32-bit words"))
-    else:
-        ratio = ratio_text(rgb.median / word.median)
+    ratio = compare(rgb, word) if rgb.n != 1 and word.n != 1 else ratio_text(rgb.median / word.median)
     return (
         f"Flipping and turning 16 crops into one batch took {rgb.text(2)} ms as 3-byte pixels and "
-        f"{word.text(2)} ms as 32-bit words: the 3-byte layout took {ratio} the time of the word "
-        "layout, which uses 4/3 of the memory." + busy_text(load)
+        f"{word.text(2)} ms as 32-bit words (4/3 of the memory); the 3-byte layout against the word layout: "
+        f"{ratio}." + busy_text(load)
     )
 
 
 def reopen_verdict(
     build_s: Sequence[float], reopen_s: Sequence[float], *, images: int, mib: float, load: Any = None
 ) -> str:
-    """02: building the decoded cache (decoding every image) against reopening it, from interleaved repeats, each
-    with its range, the ratio with its range; the load meter's line when the machine was busy."""
+    """02: building the decoded cache (decoding every image) against reopening it, from interleaved repeats compared
+    round by round."""
     build, reopen = timings(build_s), timings(reopen_s)
     ratio = compare(build, reopen, pick=("building", "reopening"))
     return (
         f"Building the cache (decoding {images} images) took {build.text(2)} s and reopening it "
-        f"{reopen.text(3)} s (medians of {len(build_s)} interleaved repeats): building took {ratio} "
-        f"the reopen; {mib:.1f} MiB on disk." + busy_text(load)
+        f"{reopen.text(3)} s over {len(build_s)} interleaved repeats; building against reopening: {ratio}; "
+        f"{mib:.1f} MiB on disk." + busy_text(load)
     )
 
 
@@ -80,24 +67,21 @@ def seed_claim_verdict(
     before: str = "seed post",
     after: str = "lazy crop",
 ) -> str:
-    """02: the post's before/after measured here (the rungs with roles `before` and `after`): like for like first (the
-    loaders alone), then each rung's efficiency and end to end, which mix loader and model when the two rungs feed
+    """02: the post's before/after measured here (the rungs with roles `before` and `after`), in their short names:
+    like for like first (the loaders alone), then end to end, which mixes loader and model when the two rungs feed
     different models; every ratio with its range; then the post's claim."""
     old, new = by_role(rows, before), by_role(rows, after)
-    alone = compare(new.loader, old.loader, pick=(new.name, old.name))
-    fed = compare(new.fed, old.fed, pick=(new.name, old.name))
+    alone = compare(new.loader, old.loader, pick=(label(new), label(old)))
+    fed = compare(new.fed, old.fed, pick=(label(new), label(old)))
     mixed = (
-        " (the 'before' rung trains a model on HR-size inputs, so these two mix loader and model)"
+        f", though '{label(old)}' trains its model on HR-size inputs, so this mixes loader and model"
         if (old.model_note != new.model_note)
         else ""
     )
     return (
-        f"Loader alone, like for like: '{new.name}' {new.loader.text()} samples/s against "
-        f"{old.loader.text()} for '{old.name}', {alone}. Pipeline efficiency "
-        f"{efficiency_verdict(new.efficiency)} against {efficiency_verdict(old.efficiency)}, and end to end "
-        f"{new.fed.text()} against {old.fed.text()} samples/s, {fed}{mixed}. The post reported "
-        f"{claimed_before:g} -> {claimed_after:g} images/s end to end on its GPU, {ratio_text(claimed_after / claimed_before)} "
-        "(its own single measurement: no range)." + load_text([old, new])
+        f"Like for like, loader alone, '{label(new)}' against '{label(old)}': {alone}. End to end: {fed}{mixed}. "
+        f"The post reported {claimed_before:g} -> {claimed_after:g} images/s end to end on its GPU, "
+        f"{ratio_text(claimed_after / claimed_before)} (one measurement: no range)." + load_text([old, new])
     )
 
 
@@ -109,19 +93,19 @@ def file_format_verdict(
     cache: str = "decoded cache",
 ) -> str:
     """02 and the bench: the same lazy-crop loader on the JPEG files and on lossless PNG copies of the same images,
-    loader alone with ranges: the part of its speed that is the file format; then the decoded cache against each."""
+    loader alone, round by round: the part of its speed that is the file format; then the decoded cache against
+    each."""
     on_jpeg, on_png, cached = by_role(rows, jpeg), by_role(rows, png), by_role(rows, cache)
     fmt = compare(on_jpeg.loader, on_png.loader, pick=("JPEG", "PNG"))
     reading = (
         "the file format makes no measurable difference to it here"
-        if on_jpeg.loader.overlaps(on_png.loader)
-        else "that factor is the decoder's (JPEG or PNG), not the loader's: compare a loader with a peer on the same files"
+        if on_jpeg.loader.ties(on_png.loader)
+        else "that factor is the decoder's, not the loader's"
     )
-    against = "; ".join(f"{compare(cached.loader, row.loader)} against '{row.name}'" for row in (on_jpeg, on_png))
+    against = " and ".join(f"{compare(cached.loader, row.loader)} '{label(row)}'" for row in (on_jpeg, on_png))
     return (
-        f"File format, loader alone: '{on_jpeg.name}' {on_jpeg.loader.text()} samples/s on the JPEG files, "
-        f"{on_png.loader.text()} on PNG copies of the same images: JPEG {fmt}; {reading}. The decoded cache, "
-        f"which decodes each file once whatever its format: {against}." + load_text([on_jpeg, on_png, cached])
+        f"Loader alone, '{label(on_jpeg)}' on the JPEG files against PNG copies of the same images: {fmt}; "
+        f"{reading}. '{label(cached)}', which decodes each file once: {against}." + load_text([on_jpeg, on_png, cached])
     )
 
 
@@ -129,8 +113,8 @@ def wait_verdict(summaries: dict[str, dict[str, float]], *, claimed_fraction: fl
     """02: each pipeline's share of step time spent waiting for data (from its per-step timeline), against the BSD100
     post's claim that its training waited that share (and the load meter's line when the machine was busy)."""
     parts = [
-        f"'{name}' waited {s['wait_fraction']:.0%} of the time (median wait {1e3 * s['median_wait_s']:.1f} ms, "
-        f"worst {1e3 * s['max_wait_s']:.1f} ms, against a median step of {1e3 * s['median_compute_s']:.1f} ms)"
+        f"'{name}' waited {s['wait_fraction']:.0%} of the time (worst wait {1e3 * s['max_wait_s']:.0f} ms, median "
+        f"step {1e3 * s['median_compute_s']:.0f} ms)"
         for name, s in summaries.items()
     ]
     worst_name, worst = max(summaries.items(), key=lambda item: item[1]["wait_fraction"])

@@ -10,15 +10,19 @@ from .text import busy_text, tie_text, timings
 
 
 def _ratio_range(a: Spread | None, b: Spread | None) -> str:
-    """The interval of a/b from their ranges, as text ("" when either has none)."""
+    """The interval of a/b (round by round where they pair), as text ("" when either has no range)."""
     if a is None or b is None or a.n == 1 or b.n == 1 or b.low <= 0:
         return ""
     ratio = a.ratio(b)
-    return f" (range {ratio.low:.2f}–{ratio.high:.2f}x{'; within the noise' if a.overlaps(b) else ''})"
+    paired = f" over {ratio.n} paired rounds" if a.pairs_with(b) else ""
+    return f" (range {ratio.low:.2f}–{ratio.high:.2f}x{paired}{'; within the noise' if a.ties(b) else ''})"
 
 
 def _step(row: dict[str, Any]) -> Spread | None:
-    """A precision row's step ms with its range over rounds (None when the row has no range)."""
+    """A precision row's step ms over its interleaved rounds (`times`, one per round), or with the range it carries;
+    None when it has neither."""
+    if row.get("times"):
+        return Spread.paired(row["times"])
     bounds = row.get("step_ms_range")
     return Spread.around(row["step_ms"], bounds) if bounds else None
 
@@ -35,25 +39,20 @@ def precision_verdict(results: Sequence[dict[str, Any]], *, device: str, choice:
         how = "native here" if r["native"] else "not native here (emulated or reference kernels)"
         spread = _ratio_range(_step(r), _step(fp32))
         parts.append(f"{r['precision']} {ratio_text(r['step_ms'] / fp32['step_ms'])} the fp32 step time{spread}, {how}")
-    common = min(len(r["losses"]) for r in results)
-    losses = ", ".join(f"{r['precision']} {r['losses'][common - 1]:.4f}" for r in results)
     fastest = min(results, key=lambda r: r["step_ms"])
     best = _step(fastest)
     tied = [
         r["precision"]
         for r in results
-        if r is not fastest and best is not None and (step := _step(r)) is not None and step.overlaps(best)
+        if r is not fastest and best is not None and (step := _step(r)) is not None and step.ties(best)
     ]
-    ranking = f"The fastest median step was {fastest['precision']} ({fastest['step_ms']:.1f} ms)" + (
-        f", but its range overlaps {' and '.join(tied)}'s: this measurement cannot tell "
-        f"{' and '.join([fastest['precision'], *tied])} apart on this machine"
+    ranking = (
+        f" {fastest['precision']}, the fastest median, is within the noise of {' and '.join(tied)}: this measurement "
+        "cannot tell them apart."
         if tied
         else ""
     )
-    return (
-        f"On {device}: {'; '.join(parts)}. {ranking}. After {common} steps on the same batches the losses were "
-        f"{losses}.{_choice_text(choice)}" + busy_text(load)
-    )
+    return f"On {device}: {'; '.join(parts)}.{ranking}{_choice_text(choice)}" + busy_text(load)
 
 
 def _choice_text(choice: Any) -> str:
@@ -62,14 +61,14 @@ def _choice_text(choice: Any) -> str:
     if choice is None:
         return ""
     if not getattr(choice, "within_noise", False):
-        return f" The choice, from these same timings of the native precisions: {choice.reason}."
+        return f" The course keeps {choice.precision}, measurably the fastest native precision in these timings."
     others = " or ".join(p for p in choice.step_ms if p != choice.precision)
     why = (
-        f"the default (full precision), since {others} is not measurably faster here"
+        f"full precision, since {others} is not measurably faster in these timings"
         if choice.precision == "fp32"
-        else "the lower median of the precisions this measurement cannot tell apart, fp32 not among them"
+        else "the lower median of the precisions these timings cannot tell apart"
     )
-    return f" The course keeps {choice.precision}, {why}: the choice comes from these same timings."
+    return f" The course keeps {choice.precision}, {why}."
 
 
 def channels_last_verdict(table: dict[tuple[str, str], Any], *, load: Any = None) -> str:
@@ -88,7 +87,7 @@ def channels_last_verdict(table: dict[tuple[str, str], Any], *, load: Any = None
                     "the layout the course's CIFAR recipe trains in, since NCHW is not measurably faster here",
                 ),
             )
-            if nchw.n != 1 and last.n != 1 and nchw.overlaps(last)
+            if nchw.n != 1 and last.n != 1 and nchw.ties(last)
             else ""
         )
         apart = not tie and nchw.median != last.median

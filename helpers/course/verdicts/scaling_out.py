@@ -10,34 +10,27 @@ from .text import compare, result_load_text
 
 
 def rank_reads_verdict(reads: Sequence[dict[str, Any]]) -> str:
-    """08: per rank and epoch, bytes read (JPEG files against cache crops) and pixels decoded (whole images against
-    none), at one rank and at the most ranks; like for like: bytes read against bytes read."""
-    one, most = reads[0], reads[-1]
+    """08: per rank and epoch at the most ranks, bytes read (cache crops against JPEG files, like for like) and
+    pixels decoded (whole images against none)."""
+    most = reads[-1]
     ratio = most["cache_mib"] / most["jpeg_mib"]
     relation = "more" if ratio > 1 else "fewer" if ratio < 1 else "as many"
     return (
-        f"Bytes read per rank per epoch at {most['ranks']} ranks: {most['cache_mib']:.1f} MiB of crops from the uint8 "
-        f"cache against {most['jpeg_mib']:.1f} MiB of JPEG files with lazy crops, {ratio:.2f}x: the cache reads "
-        f"{relation} bytes (JPEG files are compressed whole images; the cache holds raw pixels and reads only the "
-        "crops). What the cache saves is decoding: lazy crops decode "
-        f"{most['lazy_mib']:.0f} MiB of pixels per rank per epoch ({one['lazy_mib']:.0f} MiB at 1 rank; "
-        f"{most['ranks'] * most['lazy_mib']:.0f} MiB for the node either way), the cache decodes none during training."
+        f"At {most['ranks']} ranks each rank reads {most['cache_mib']:.1f} MiB of crops per epoch from the uint8 cache "
+        f"against {most['jpeg_mib']:.1f} MiB of JPEG files with lazy crops, {ratio:.2f}x: {relation} bytes (raw "
+        f"pixels against compressed files). What the cache saves is decoding: lazy crops decode "
+        f"{most['lazy_mib']:.0f} MiB of pixels per rank per epoch, the cache none."
     )
 
 
 def gan_verdict(rows: dict[str, PipelineResult], *, batch: int) -> str:
-    """08: the GAN step's compute against the generator's alone, and what a second loader cost, each with its range
-    over interleaved blocks (overlapping ranges named as noise)."""
+    """08: the GAN step's compute against the generator's alone, and GAN iterations/s with one shared loader against
+    a second loader for D, each with its range over interleaved blocks (within the noise named as such)."""
     (g_name, g), (shared_name, shared), (second_name, second) = rows.items()
     compute = compare(shared.compute, g.compute)
-    waits = compare(second.data_wait, shared.data_wait, pick=(second_name, shared_name))
-    rate = compare(shared.fed, second.fed, pick=(shared_name, second_name))
+    rate = compare(shared.fed.per(batch), second.fed.per(batch), pick=("one shared loader", "a second loader"))
     return (
-        f"Compute per iteration: '{shared_name}' {shared.compute.text(1)} ms against "
-        f"{g.compute.text(1)} ms for '{g_name}', {compute}. Data-wait: "
-        f"{shared.data_wait.text(2)} ms with one shared loader, "
-        f"{second.data_wait.text(2)} ms when D draws from a second loader (whose draws "
-        f"are timed as compute: {second.compute.text(1)} ms), {waits}; "
-        f"{shared.fed.per(batch).text(2)} against {second.fed.per(batch).text(2)} GAN iterations/s, {rate}."
-        + result_load_text([g, shared, second])
+        f"Compute per iteration, the GAN against the generator alone: {compute}. GAN iterations/s, one shared loader "
+        f"against a second loader for D: {rate}. The second loader's draws are timed inside the step, so its "
+        "data-wait column reads low." + result_load_text([g, shared, second])
     )

@@ -8,17 +8,18 @@ from typing import Any
 
 from ...spread import Spread, ratio_text
 from ..ladder_row import LadderRow
+from .ladder import label
 
 
 def _rate(row: dict[str, Any]) -> Spread:
-    """A sweep row's samples/s with its range over the repeats (`runs`)."""
-    runs = row["runs"]
-    return Spread.around(row["samples_per_s"], (min(runs), max(runs)), len(runs))
+    """A sweep row's samples/s over its repeats (`runs`, one per repeat: the settings take turns in each repeat, so
+    two rows compare repeat by repeat)."""
+    return Spread.paired(row["runs"])
 
 
 def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """True when two sweep rows' ranges over repeats overlap (their difference is within the noise seen)."""
-    return _rate(a).overlaps(_rate(b))
+    return _rate(a).ties(_rate(b))
 
 
 def _setting(row: dict[str, Any]) -> str:
@@ -53,8 +54,8 @@ def _oversubscription_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
         within = Spread.of([c for past, c in runs if not past])
         if over.n == 1 and within.n == 1:
             relation = "one run each, so no range to tell them apart by"
-        elif over.overlaps(within):
-            relation = "no different within the noise"
+        elif over.ties(within):
+            relation = "this run cannot tell them apart"
         else:
             relation = "slower" if over.low > within.high else "faster"
         parts.append(
@@ -63,7 +64,7 @@ def _oversubscription_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
         )
     if not parts:
         return ""
-    lead = f" The step's compute where workers + intra-op threads stay within the {cores} cores or exceed them: "
+    lead = f"\nThe step's compute with workers + intra-op threads within the {cores} cores or past them: "
     return lead + "; ".join(parts) + "."
 
 
@@ -73,7 +74,7 @@ def _claim_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
     fewer = [r for r in rows if r["num_workers"] < 2 * cores]
     if not claimed or not fewer:
         return (
-            f" The post's 'num_workers = 2–4x the cores' is untested here: no setting had "
+            f"\nThe post's 'num_workers = 2–4x the cores' is untested here: no setting had "
             f"{2 * cores}–{4 * cores} workers" + ("" if claimed else " (the profile's cap on workers)") + "."
         )
     c, f = max(claimed, key=lambda r: r["samples_per_s"]), max(fewer, key=lambda r: r["samples_per_s"])
@@ -91,7 +92,7 @@ def _claim_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
             f"not supported here: {_setting(f)} gave {_sweep_rate(f)}, "
             f"{ratio_text(f['samples_per_s'] / c['samples_per_s'])} the best of 2–4x the cores ({_setting(c)}, {_sweep_rate(c)})"
         )
-    return f" The post's 'num_workers = 2–4x the cores' is {outcome}."
+    return f"\nThe post's 'num_workers = 2–4x the cores' is {outcome}."
 
 
 def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
@@ -127,8 +128,8 @@ def sweep_verdict(rows: Sequence[dict[str, Any]], *, cores: int) -> str:
     if len(best["runs"]) > 1 and close:
         fewest = min(close, key=lambda r: r["num_workers"])
         text += (
-            f" Its range over {len(best['runs'])} repeats overlaps that of {len(close)} other setting(s), the fewest "
-            f"workers among them {fewest['num_workers']}: those differences are within this machine's noise."
+            f" {len(close)} other setting(s) are within its noise over {len(best['runs'])} repeats (compared repeat "
+            f"by repeat), the fewest workers among them {fewest['num_workers']}."
         )
     return text + _oversubscription_text(rows, cores) + _claim_text(rows, cores)
 
@@ -147,32 +148,23 @@ def sweep_ladder_verdict(
     for name, match in pairs:
         rung = next(r for r in ladder if r.name == name)
         row = next(r for r in sweep if all(r.get(k) == v for k, v in match.items()))
-        fed = rung.fed_samples_per_s
-        agree = rung.fed.overlaps(_rate(row))
-        parts.append(
-            f"'{name}' {fed:.0f} samples/s in the ladder against {_sweep_rate(row)} in the sweep ({_setting(row)}): "
-            + (
-                "they agree within the noise"
-                if agree
-                else f"the sweep measured {ratio_text(row['samples_per_s'] / fed)} the ladder's rate"
-            )
+        # one rule: the ratio's range from the two ranges (ladder rounds and sweep repeats do not pair)
+        ratio = Spread.around(row["samples_per_s"], (min(row["runs"]), max(row["runs"])), len(row["runs"])).ratio(
+            rung.fed
         )
+        agree = ratio.low <= 1.0 <= ratio.high
+        verdict = "within the noise" if agree else f"the sweep measured {ratio_text(ratio.median)} the ladder's rate"
+        parts.append(f"'{label(rung)}' {rung.fed.text()} against {_sweep_rate(row)}: {verdict}")
         if not agree:
             differ.append((rung, row))
-    text = "End to end, the ladder and the sweep on the same settings: " + "; ".join(parts) + "."
+    text = "End to end, the ladder's rungs against the sweep's same settings: " + "; ".join(parts) + "."
     if differ:
         rung, row = differ[0]
         threads, rung_threads = row.get("intra_op_threads") or ladder_threads, rung.threads or ladder_threads
         text += (
-            f" What differs between the two measurements: the ladder gave each rung {rung.rounds} turn(s) of "
-            f"{rung.steps_per_turn} step(s) between the other rungs' turns, its workers kept alive across "
-            "them; "
-            f"the sweep starts a fresh loader for each of its {len(row['runs'])} turn(s)"
-            + (
-                f", and ran with {threads} intra-op thread(s) against the ladder's {rung_threads}"
-                if threads != rung_threads
-                else ""
-            )
-            + "; and the two ran at different times, under whatever load the machine had then."
+            f"\nThe two measure differently: the ladder gives each rung {rung.rounds} turns of {rung.steps_per_turn} "
+            f"steps with its workers kept alive, the sweep a fresh loader for each of its {len(row['runs'])} turns"
+            + (f", with {threads} intra-op threads against {rung_threads}" if threads != rung_threads else "")
+            + ", and they ran at different times."
         )
     return text

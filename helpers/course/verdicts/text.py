@@ -13,8 +13,9 @@ from ...spread import WITHIN_NOISE, Spread, compare_text, efficiency_text
 
 
 def timings(values: float | Sequence[float]) -> Spread:
-    """Repeated timings as a Spread (a single number is one measurement, with no range)."""
-    return Spread.single(float(values)) if isinstance(values, (int, float)) else Spread.of(values)
+    """Timings repeated in interleaved rounds (one per round, the candidates in turn) as a Spread that compares round
+    by round with another's; a single number is one measurement, with no range."""
+    return Spread.single(float(values)) if isinstance(values, (int, float)) else Spread.paired(values)
 
 
 def compare(a: Spread, b: Spread, *, pick: tuple[str, str] | None = None, keep: tuple[str, str] | None = None) -> str:
@@ -48,12 +49,17 @@ def cores_used(others: Sequence[float]) -> str:
 
 
 def busy_text(load: Any) -> str:
-    """' Measured on a busy machine: other processes used 0.8 of 2 cores during this measurement.' for a load
-    reading (helpers.loadmeter) taken while other processes kept the cores busy; empty for a quiet one or None."""
-    return f" Measured on a busy machine: {load.note()}." if load is not None and load.busy else ""
+    """' Busy machine: other processes used 0.8 of 2 cores.' for a load reading (helpers.loadmeter) taken while other
+    processes kept the cores busy; empty for a quiet one or None. Short: a verdict says it, the table's footer and
+    the lesson's last line give the detail."""
+    return f" Busy machine: other processes used {load.other_cores:.1f} of {load.cores} cores." if busy(load) else ""
+
+
+def busy(load: Any) -> bool:
+    """True for a load reading taken while other processes kept the cores busy."""
+    return load is not None and load.busy
 
 
 def result_load_text(results: Sequence[PipelineResult]) -> str:
-    """A sentence for PipelineResults measured while other processes kept the machine busy (empty when none was)."""
-    busy = [r.load for r in results if r.load is not None and r.load.busy]
-    return f" Measured on a busy machine: {busy[0].note()}." if busy else ""
+    """busy_text for the first of several PipelineResults measured on a busy machine (empty when none was)."""
+    return next((busy_text(r.load) for r in results if busy(r.load)), "")

@@ -23,23 +23,19 @@ def same_steps_verdict(
     """06: the post's set-up against the course's over the same steps (medians over interleaved rounds, with ranges),
     what differs between them besides the loader, the pixel ratio of their inputs, and the load meter's line when
     other processes used the cores during the timings (`load`)."""
-    post, course = Spread.of(post_rates), Spread.of(course_rates)
+    post, course = Spread.paired(post_rates), Spread.paired(course_rates)  # interleaved rounds: round by round
     ratio = compare(course, post, pick=("the course's", "the post's"))
     differs = [
         "the loader",
-        f"the input size ({post_px} px against {course_px}: {(post_px / course_px) ** 2:.0f}x the pixels per image)",
+        f"the input size ({(post_px / course_px) ** 2:.0f}x the pixels)",
     ]
     if not same_network:
         positions = (post_px / 4 / course_px) ** 2  # the ImageNet stem (stride-2 conv, stride-2 pool) divides by 4
-        differs.append(
-            f"the network (the post's ImageNet-stem resnet18, which downsamples by 4 before its first block, "
-            f"so its blocks see {positions:.1f}x the positions the CIFAR-stem one's see)"
-        )
+        differs.append(f"the network (the post's ImageNet stem: its blocks see {positions:.1f}x the positions)")
     if post_batch != course_batch:
         differs.append(f"the batch ({post_batch} against {course_batch})")
     return (
-        f"The course's set-up trained {course.text(1)} images/s and the post's {post.text(1)} "
-        f"(medians over {len(post_rates)} interleaved rounds): {ratio}. The two differ in {', '.join(differs[:-1])} and "
+        f"The course's set-up against the post's, images/s: {ratio}. They differ in {', '.join(differs[:-1])} and "
         f"{differs[-1]}, so the ratio is the set-ups', not the loader's alone." + busy_text(load)
     )
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ...spread import WITHIN_NOISE
 from ..ladder_row import LadderRow
-from .ladder import by_role
-from .text import compare, efficiency_verdict
+from .ladder import by_role, label
+from .text import compare
 
 
 def reduction_text(reduced_share: float, pixel_share: float, crop: int) -> str:
@@ -19,36 +19,33 @@ def reduction_text(reduced_share: float, pixel_share: float, crop: int) -> str:
     if reduced_share == 0:
         text += (
             f". These images are too small for any box to be reduced on the way to {crop} px, so the "
-            "'reduced-size JPEG decoding' rung below decodes every file at full size: its speed owes nothing to "
-            "draft mode here (photographs of a few megapixels are where it pays)"
+            "'box first' rung below decodes every file at full size: what it gains over the post's is the "
+            "jitter moved to the device (draft mode pays on photographs of a few megapixels)"
         )
     return text + "."
 
 
 def folder_rung_verdicts(rows: list[LadderRow]) -> list[str]:
-    """07: one sentence per rung from its numbers: loader-alone rate against the post's rung (role "post") with the
-    ratio's range ("within the noise" when the ranges overlap), fed rate, efficiency with its range, the doctor."""
+    """07: one short line per rung beside the table, in the rungs' short names: its loader-alone rate against the
+    post's rung (role "post"), round by round, and what the doctor reads on its numbers."""
     post = by_role(rows, "post")
     lines = []
     for row in rows:
-        against = (
-            "the reference"
-            if row is post
-            else "against the post's: " + compare(row.loader, post.loader, pick=("this one", "the post's"))
-        )
-        lines.append(
-            f"{row.name}: loader alone {row.loader.text()} samples/s ({against}); fed end to end "
-            f"{row.fed.text()} samples/s, efficiency {efficiency_verdict(row.efficiency)}; doctor: {row.doctor}"
-        )
+        doctor = row.doctor.split(":")[0] or "nothing"
+        if row is post:
+            lines.append(f"'{label(row)}' is the reference; the doctor reads {doctor}.")
+            continue
+        ratio = compare(row.loader, post.loader, pick=(label(row), label(post)))
+        lines.append(f"'{label(row)}', loader alone against '{label(post)}': {ratio}; the doctor reads {doctor}.")
     return lines
 
 
 def storage_verdict(rows: list[LadderRow]) -> str:
-    """07: the folder (reduced decoding), the pre-resized store and the shards side by side, loader alone, found in
+    """07: the folder (box first), the pre-resized store and the shards side by side, loader alone, found in
     the ladder's rows by their roles."""
     by_key = {
         key: by_role(rows, role)
-        for key, role in (("reduced-size folder", "reduced decoding"), ("store", "store"), ("shards", "shards"))
+        for key, role in (("box-first folder", "box first"), ("store", "store"), ("shards", "shards"))
     }
     ranked = sorted(by_key.items(), key=lambda item: -item[1].loader_samples_per_s)
     (best, top), (runner_up, second) = ranked[0], ranked[1]
