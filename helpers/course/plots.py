@@ -76,15 +76,17 @@ def plot_ladder(rows: Sequence[LadderRow], title: str = "") -> plt.Figure:
         color="black",
         label="same step on pre-made batches",
     )
+    reach = max(max(r.fed_samples_per_s, r.premade_samples_per_s) for r in rows)
     for position, row in zip(positions, rows):
-        right.annotate(
-            f" efficiency {efficiency_text(row.efficiency, short=True)}",
-            (row.fed_samples_per_s, position),
+        right.annotate(  # right of both the bar and the tick, so neither crosses the words
+            f"  efficiency {efficiency_text(row.efficiency, short=True)}",
+            (max(row.fed_samples_per_s, row.premade_samples_per_s), position),
             va="center",
             fontsize="small",
         )
+    right.set_xlim(0, 2.2 * reach)  # room for the words inside the panel
     right.set_xlabel("end to end, feeding the model: samples/s")
-    right.legend(loc="lower right", fontsize="small")
+    right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(rows)), fontsize="small", frameon=False)
     figure.suptitle(title)
     figure.tight_layout()
     return figure
@@ -126,17 +128,20 @@ def plot_cpu_budget(rows: Sequence[dict], *, cores: int, title: str = "") -> plt
     return figure
 
 
-def plot_precisions(results: Sequence[dict], title: str = "") -> plt.Figure:
-    """Three panels per precision: median step time, extra memory, and the loss curves (markers and line styles keep
-    curves that lie on one another visible)."""
-    figure, (time_axis, memory_axis, loss_axis) = plt.subplots(1, 3, figsize=(14, 3.8))
+def plot_precisions(results: Sequence[dict], title: str = "", *, memory: bool = True) -> plt.Figure:
+    """Per precision: median step time, the device memory each added (with `memory`: CUDA's allocator counts it
+    exactly; a CPU process's resident size mixes in what earlier turns left allocated, so it is left out), and the
+    loss curves (markers and line styles keep curves that lie on one another visible)."""
+    figure, axes = plt.subplots(1, 3 if memory else 2, figsize=(14 if memory else 10, 3.8))
+    time_axis, loss_axis = axes[0], axes[-1]
     names = [r["precision"] + ("" if r["native"] else " (not native)") for r in results]
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"][: len(results)]
     time_axis.bar(names, [r["step_ms"] for r in results], color=colours)
     time_axis.set_ylabel("median step ms")
     time_axis.set_yscale("log")
-    memory_axis.bar(names, [r["extra_mib"] for r in results], color=colours)
-    memory_axis.set_ylabel("extra memory, MiB")
+    if memory:
+        axes[1].bar(names, [r["extra_mib"] for r in results], color=colours)
+        axes[1].set_ylabel("extra device memory, MiB")
     for (r, colour), style in zip(zip(results, colours), ["-", "--", ":", "-."]):
         loss_axis.plot(
             r["losses"],
@@ -150,7 +155,7 @@ def plot_precisions(results: Sequence[dict], title: str = "") -> plt.Figure:
     loss_axis.set_xlabel("step")
     loss_axis.set_ylabel("L1 loss")
     loss_axis.legend()
-    for axis in (time_axis, memory_axis):
+    for axis in axes[:-1]:
         axis.tick_params(axis="x", rotation=15)
     figure.suptitle(title)
     figure.tight_layout()
@@ -185,5 +190,50 @@ def plot_timeline(timelines: dict[str, Sequence[dict]], title: str = "") -> plt.
     axis.set_xlabel("seconds since the first timed step")
     axis.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2, fontsize="small", frameon=False)
     axis.set_title(title, fontsize="medium", loc="left", y=1.08)
+    figure.tight_layout()
+    return figure
+
+
+def plot_min_model(rows: Sequence[LadderRow], title: str = "") -> plt.Figure:
+    """The model to carry home, fed by a ladder's numbers: a loader feeding a step delivers about the slower of the
+    two, min(loader alone, step on pre-made batches); each rung's two rates, that minimum and the fed rate measured."""
+    names = [row.role or row.name for row in rows]
+    series = {
+        "loader alone": [row.loader_samples_per_s for row in rows],
+        "step on pre-made batches": [row.premade_samples_per_s for row in rows],
+        "min of the two (predicted)": [min(row.loader_samples_per_s, row.premade_samples_per_s) for row in rows],
+        "fed, measured": [row.fed_samples_per_s for row in rows],
+    }
+    figure, axes = plt.subplots(figsize=(9, 0.9 * len(rows) + 1.5))
+    height, where = 0.8 / len(series), np.arange(len(rows))
+    for k, (label, values) in enumerate(series.items()):
+        axes.barh(where + k * height, values, height, label=label)
+    axes.set_yticks(where + 0.4 - height / 2, names)
+    axes.invert_yaxis()
+    axes.set_xscale("log")
+    axes.set_xlabel("samples/s (log scale)")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    axes.set_title(textwrap.fill(title, 70) if title else "throughput ≈ min(loader rate, step rate)")
+    figure.tight_layout()
+    return figure
+
+
+def plot_trace(trace_path: str, names: Sequence[str] = ("fetch", "copy", "step")) -> plt.Figure:
+    """The ranges a profiler trace (Chrome trace JSON, torch.profiler) recorded under `names`, one row each, on one
+    time axis: the gaps between the step's bars are the time the loop spent doing something else."""
+    import json
+
+    with open(trace_path, encoding="utf-8") as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("name") in names]
+    if not events:
+        raise ValueError(f"{trace_path}: no ranges named {list(names)} in the trace; was it written by profile_steps?")
+    start = min(e["ts"] for e in events)
+    figure, axes = plt.subplots(figsize=(10, 0.6 * len(names) + 1.4))
+    for row, name in enumerate(names):
+        spans = [((e["ts"] - start) / 1000, e["dur"] / 1000) for e in events if e["name"] == name]
+        axes.broken_barh(spans, (row - 0.35, 0.7), color=f"C{row}")
+    axes.set_yticks(range(len(names)), list(names))
+    axes.invert_yaxis()
+    axes.set_xlabel("ms since the first recorded range")
     figure.tight_layout()
     return figure

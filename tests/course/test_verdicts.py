@@ -563,3 +563,12 @@ def test_the_wait_verdict_says_when_the_machine_was_busy():
 
 def test_cores_used_never_prints_a_range_whose_ends_read_alike():
     assert cores_used([0.98, 1.04]) == "1.0" and cores_used([1.1, 1.7]) == "1.1–1.7"
+
+
+def test_the_min_model_names_the_rungs_it_predicts_and_the_furthest_below():
+    from helpers.course.verdicts.ladder import min_model_verdict
+
+    rows = [_ladder_row("lazy", 600, 151, 300, 0.5), _ladder_row("cache", 30000, 241, 250, 0.96)]
+    text = min_model_verdict(rows)
+    assert "within 20% for 1 of 2 rungs" in text and "'lazy' fed 0.50x its prediction" in text
+    assert min_model_verdict(rows[1:]).endswith("for 1 of 1 rungs.")  # none below it: nothing more to say

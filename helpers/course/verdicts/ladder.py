@@ -87,3 +87,22 @@ def ladder_verdict(rows: Sequence[LadderRow], *, first: str = "seed post") -> st
             f"End to end on the same model, the fastest, '{label(fast)}', against '{label(runner_up)}': {ratio}."
         )
     return " ".join(lines + noise) + load_text(rows)
+
+
+def min_model_verdict(rows: Sequence[LadderRow], *, within: float = 0.2) -> str:
+    """02, 04: how well min(loader alone, step on pre-made batches) predicts each rung's fed rate: the rungs it
+    predicts within `within` (a fraction), and the one furthest below it, where loader and step share the cores or
+    the loader delivers in bursts."""
+    ratios = {label(r): r.fed_samples_per_s / min(r.loader_samples_per_s, r.premade_samples_per_s) for r in rows}
+    close = [name for name, ratio in ratios.items() if abs(ratio - 1) <= within]
+    worst, lowest = min(ratios.items(), key=lambda item: item[1])
+    text = (
+        f"min(loader alone, step on pre-made batches) predicts the fed rate within {within:.0%} for {len(close)} of "
+        f"{len(rows)} rungs"
+    )
+    if lowest < 1 - within:
+        text += (
+            f"; '{worst}' fed {lowest:.2f}x its prediction: there the loader and the step do not overlap fully "
+            "(they share the cores, or its batches arrive in bursts)"
+        )
+    return text + "."
