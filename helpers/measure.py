@@ -169,13 +169,9 @@ def to_device(batch: Any, device: torch.device) -> Any:
 
 
 class PipelineProbe:
-    """One loader feeding one training step, measured in blocks that the caller interleaves as it likes: the loader
-    alone, steps fed by the loader (each split into data-wait and compute), and steps on pre-made device batches.
-
-    Interleaving fed and pre-made blocks (and, across several probes, rungs) means a burst of load on the machine
-    hits every variant alike instead of deciding one ratio. `pause()` stops the loader's worker processes between
-    turns, so that another probe's turn does not share the cores with them; `drain()` restarts them untimed.
-    """
+    """One loader feeding one training step, measured in blocks the caller interleaves (so a burst of load hits every
+    variant alike): the loader alone, steps fed by it (split into data-wait and compute), steps on pre-made device
+    batches. `pause()` stops the loader's workers between turns, `drain()` restarts them untimed."""
 
     def __init__(
         self, loader: Iterable, step: Callable[[Any], Any], device: torch.device, *, premade: int = 4, warmup: int = 2
@@ -270,10 +266,9 @@ class PipelineProbe:
         return samples / self.premade[-1][0]
 
     def block_pair(self, steps: int, *, drain: int | None = None) -> tuple[float, float]:
-        """One fed block, then one pre-made block of `steps` steps each, with the loader's workers stopped between
-        them: workers left running would refill their queues during the pre-made block and slow the baseline it
-        measures. The workers restart untimed (`drain`: batches drawn first, by default what they hold ready; a
-        loader without workers draws none). Returns (fed, pre-made) samples/s."""
+        """A fed block then a pre-made block of `steps` steps, the workers stopped between them (running, they would
+        refill their queues and slow the baseline) and restarted untimed before (`drain`, as in drain(); none without
+        workers). Returns (fed, pre-made) samples/s."""
         self.drain(drain if drain is not None or self.workers else 0)
         fed = self.fed_block(steps)
         self.pause()
@@ -332,8 +327,7 @@ class PipelineProbe:
             raise ValueError("record as many fed blocks as pre-made ones (at least one of each) before result()")
         fed_rates, premade_rates = self.rates("fed"), self.rates("premade")
         ratios = Spread.of([f / p for f, p in zip(fed_rates, premade_rates, strict=True)])
-        # means per step, not medians: a fed step's mean wait + mean compute is its time, so the shares add up to the
-        # efficiency, and the one slow batch in four that a worker's turn brings counts (a median would hide it)
+        # means per step, not medians: wait + compute then add up to the fed step, and a worker's slow batch counts
         waits, computes = (Spread.of([1000 * statistics.fmean(b) for b in bs]) for bs in (self.waits, self.computes))
         peak_device = max((peak for _, peak in self.device_memory), default=None)  # None off CUDA
         return PipelineResult(
@@ -366,14 +360,10 @@ def measure_pipeline(
     warmup: int = 2,
     premade: int = 4,
 ) -> PipelineResult:
-    """Pipeline efficiency = fed samples/s over the same step's samples/s on pre-made device batches.
-
-    Fed and pre-made blocks alternate (`blocks` of each), the loader's workers stopped during each pre-made block
-    (`PipelineProbe.block_pair`) and left stopped at the end. Efficiency is the median over block pairs of their
-    throughput ratio: pairing cancels drift on the machine, and the median keeps a stray interruption from deciding
-    the result. A fed step's data-wait is the time to get the next batch onto the device; its compute is the step.
-    Give `steps_per_block`, or `budget_s` to size the blocks from one timed pair so that all of them take about that.
-    """
+    """Pipeline efficiency = fed samples/s over the same step's samples/s on pre-made device batches: `blocks` fed /
+    pre-made pairs (`PipelineProbe.block_pair`, workers stopped during each pre-made block and at the end), the
+    median of their ratios (pairing cancels drift; the median, a stray interruption). Data-wait is getting the next
+    batch onto the device, compute the step. Give `steps_per_block`, or `budget_s` to size blocks from a timed pair."""
     if (steps_per_block is None) == (budget_s is None):
         raise ValueError("give exactly one of steps_per_block and budget_s")
     probe = PipelineProbe(loader, step, device, premade=premade, warmup=warmup)

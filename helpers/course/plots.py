@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Sequence
 
@@ -221,8 +222,6 @@ def plot_min_model(rows: Sequence[LadderRow], title: str = "") -> plt.Figure:
 def plot_trace(trace_path: str, names: Sequence[str] = ("fetch", "copy", "step")) -> plt.Figure:
     """The ranges a profiler trace (Chrome trace JSON, torch.profiler) recorded under `names`, one row each, on one
     time axis: the gaps between the step's bars are the time the loop spent doing something else."""
-    import json
-
     with open(trace_path, encoding="utf-8") as f:
         events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("name") in names]
     if not events:

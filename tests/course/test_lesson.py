@@ -34,12 +34,14 @@ def test_a_lesson_never_raises_the_thread_count_above_torchs_default(monkeypatch
 
 
 def test_a_lesson_names_each_data_source_and_device_once_and_marks_every_smoke_line():
-    cpu = lesson.Lesson(lesson.resolve_profile("cpu"), torch.device("cpu"))
+    from helpers.course.profiles import PROFILES
+
+    cpu = lesson.Lesson(PROFILES["cpu"], torch.device("cpu"))  # not resolve_profile: COURSE_PROFILE may say smoke
     first, again = cpu.tag("12 img/s", "BSDS300"), cpu.tag("13 img/s", "BSDS300")
     other = cpu.tag("9 img/s", "CIFAR-10")
     assert first.startswith("12 img/s [data: BSDS300; device: CPU (") and again == "13 img/s"
     assert "data: CIFAR-10" in other and cpu.tag("8 img/s", "CIFAR-10") == "8 img/s"
     assert "device: CPU (" in cpu.tag("no data") and cpu.tag("still no data") == "still no data"
-    smoke = lesson.Lesson(lesson.resolve_profile("smoke"), torch.device("cpu"))
+    smoke = lesson.Lesson(PROFILES["smoke"], torch.device("cpu"))
     smoke.tag("1 img/s", "BSDS300")
     assert smoke.tag("2 img/s", "BSDS300") == "[smoke run: not a measurement] 2 img/s"
