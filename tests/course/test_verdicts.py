@@ -547,7 +547,7 @@ def test_the_reduction_text_says_when_no_box_decodes_at_reduced_size():
         "full decode does."
     )
     none = reduction_text(0.0, 1.0, 224)
-    assert none.startswith("0% of 224-px") and "decodes every file at full size" in none and "draft mode" in none
+    assert none.startswith("0% of 224-px") and "decodes every file whole" in none and "jitter moved" in none
 
 
 def test_the_wait_verdict_says_when_the_machine_was_busy():

@@ -18,9 +18,8 @@ def reduction_text(reduced_share: float, pixel_share: float, crop: int) -> str:
     )
     if reduced_share == 0:
         text += (
-            f". These images are too small for any box to be reduced on the way to {crop} px, so the "
-            "'box first' rung below decodes every file at full size: what it gains over the post's is the "
-            "jitter moved to the device (draft mode pays on photographs of a few megapixels)"
+            f". At these sizes no box shrinks on the way to {crop} px, so the 'box first' rung decodes every file "
+            "whole: what it gains over the post's is the jitter moved to the device"
         )
     return text + "."
 
