@@ -4,6 +4,7 @@ stand-ins (COURSE_OFFLINE), and the BSDS300 layout."""
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 import urllib.error
 import urllib.parse
@@ -111,7 +112,7 @@ def _brief(error: Exception) -> str:
     """The failure in a few words: a URLError's reason without its wrapping, other errors' first line."""
     reason = getattr(error, "reason", None)
     text = str(reason.strerror if isinstance(reason, OSError) and reason.strerror else reason or error)
-    return text.splitlines()[0][:120] if text else type(error).__name__
+    return textwrap.shorten(text.splitlines()[0], 120, placeholder=" …") if text else type(error).__name__
 
 
 def _unreachable_marker(standin: Path) -> Path:

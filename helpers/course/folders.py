@@ -309,7 +309,7 @@ def folder_ladder(
             role="whole-JPEG batch",
         ),
         Rung(
-            f"WebDataset shards ({len(shards)}), reduced-size decoding in {workers} workers; jitter on the device",
+            f"WebDataset shards ({len(shards)}), box-first decoding in {workers} workers; jitter on the device",
             sharded,
             model,
             workers,

@@ -227,8 +227,9 @@ def ladder_table(rows: list[LadderRow], label: str = "") -> str:
     lines += [f"\n† {note}" for note in notes]
     lines.append(
         f"\nmedians over {rows[0].rounds} interleaved rounds (range in brackets); efficiency is the fed median over "
-        "the pre-made median, its range the lowest and highest ratio of one round's blocks; data-wait and step ms are "
-        "means per step, so pre-made step / (data-wait + fed step) is about the efficiency"
+        "the pre-made median, its range the lowest and highest ratio of one round's blocks; data-wait and fed step ms are "
+        "means per step and the pre-made step the median block's mean, so pre-made / (data-wait + fed) is about the "
+        "efficiency"
     )
     lines += _threads_notes(rows)
     busy = busy_summary(rows)

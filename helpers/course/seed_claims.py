@@ -43,6 +43,7 @@ def augmentation_hours_text(measured: Spread, *, what: str) -> str:
     which loader on which machine)."""
     implied = POST_002_EPOCHS * CIFAR10_TRAIN_IMAGES / (POST_002_HOURS * 3600)
     return (
-        f"Post 002's 8 hours for {POST_002_EPOCHS} epochs of {CIFAR10_TRAIN_IMAGES:,} images is {implied:.0f} "
-        f"images/s; {what} delivered {measured.text()} images/s, {measured.median / implied:.0f}x that."
+        f"Post 002's 8 hours of augmentation for {POST_002_EPOCHS} epochs of {CIFAR10_TRAIN_IMAGES:,} images is "
+        f"{implied:.0f} images/s; {what} decoded and augmented {measured.text()} images/s, "
+        f"{measured.median / implied:.0f}x that."
     )

@@ -85,10 +85,10 @@ def test_verdicts_say_when_ranges_overlap():
     assert all(len(line.split()) <= 60 for line in lines)
     assert "store against shards, within the noise" in storage_verdict(rows)
     rows[4] = _row("WebDataset", 200, 190, 210, "shards")
-    assert "store is fastest here, 2.0x (range 1.81–2.21x) shards" in storage_verdict(rows)
+    assert "store is fastest here, against shards 2.0x (range 1.81–2.21x)" in storage_verdict(rows)
     # found by role, not by place: a rung inserted first changes nothing
     rows.insert(0, _row("an extra rung", 5000, 4900, 5100, "extra"))
-    assert "store is fastest here, 2.0x (range 1.81–2.21x) shards" in storage_verdict(rows)
+    assert "store is fastest here, against shards 2.0x (range 1.81–2.21x)" in storage_verdict(rows)
     assert "against 'post': 4.0x (range 3.45–4.67x)" in folder_rung_verdicts(rows)[3]
 
 

@@ -19,4 +19,4 @@ def test_the_8_gb_card_against_the_decoded_images():
 
 def test_eight_hours_is_seventeen_images_a_second():
     text = augmentation_hours_text(Spread.of([100.0, 113.0, 120.0]), what="one busy worker")
-    assert "is 17 images/s; one busy worker delivered 113 (100–120) images/s, 7x that" in text
+    assert "is 17 images/s; one busy worker decoded and augmented 113 (100–120) images/s, 7x that" in text

@@ -30,7 +30,7 @@ def augmentation_claim_verdict(rows: Sequence[LadderRow], *, claimed_ratio: floa
 def loader_pair_verdict(rows: Sequence[tuple[str, Sequence[float]]], *, device: str) -> str:
     """04: two loaders' rates on their own over interleaved repeats, the second against the first, with ranges."""
     (first, a), (second, b) = rows
-    a_rate, b_rate = Spread.of(a), Spread.of(b)
+    a_rate, b_rate = Spread.paired(a), Spread.paired(b)  # interleaved repeats: compared repeat by repeat
     ratio = compare(b_rate, a_rate, pick=(second, first))
     return (
         f"On {device}, '{second}' delivered {b_rate.text()} samples/s against "

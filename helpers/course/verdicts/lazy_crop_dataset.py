@@ -39,8 +39,8 @@ def layout_verdict(*, rgb_ms: float | Sequence[float], word_ms: float | Sequence
     rgb, word = timings(rgb_ms), timings(word_ms)
     ratio = compare(rgb, word) if rgb.n != 1 and word.n != 1 else ratio_text(rgb.median / word.median)
     return (
-        f"Flipping and turning 16 crops into one batch took {rgb.text(2)} ms as 3-byte pixels and "
-        f"{word.text(2)} ms as 32-bit words (4/3 of the memory); the 3-byte layout against the word layout: "
+        f"Flipping and turning 16 crops into one batch took {rgb.text(3)} ms as 3-byte pixels and "
+        f"{word.text(3)} ms as 32-bit words (4/3 of the memory); the 3-byte layout against the word layout: "
         f"{ratio}." + busy_text(load)
     )
 
@@ -102,7 +102,7 @@ def file_format_verdict(
         if on_jpeg.loader.ties(on_png.loader)
         else "that factor is the decoder's, not the loader's"
     )
-    against = " and ".join(f"{compare(cached.loader, row.loader)} '{label(row)}'" for row in (on_jpeg, on_png))
+    against = " and ".join(f"against '{label(row)}' {compare(cached.loader, row.loader)}" for row in (on_jpeg, on_png))
     return (
         f"Loader alone, '{label(on_jpeg)}' on the JPEG files against PNG copies of the same images: {fmt}; "
         f"{reading}. '{label(cached)}', which decodes each file once: {against}." + load_text([on_jpeg, on_png, cached])

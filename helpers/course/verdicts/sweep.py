@@ -164,7 +164,11 @@ def sweep_ladder_verdict(
         text += (
             f"\nThe two measure differently: the ladder gives each rung {rung.rounds} turns of {rung.steps_per_turn} "
             f"steps with its workers kept alive, the sweep a fresh loader for each of its {len(row['runs'])} turns"
-            + (f", with {threads} intra-op threads against {rung_threads}" if threads != rung_threads else "")
+            + (
+                f", with {threads} intra-op thread{'s' * (threads != 1)} against {rung_threads}"
+                if threads != rung_threads
+                else ""
+            )
             + ", and they ran at different times."
         )
     return text

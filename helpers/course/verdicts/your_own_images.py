@@ -52,7 +52,7 @@ def storage_verdict(rows: list[LadderRow]) -> str:
     head = (
         f"{best} against {runner_up}, {ratio}"
         if ratio.startswith(WITHIN_NOISE)
-        else f"{best} is fastest here, {ratio} {runner_up}"
+        else f"{best} is fastest here, against {runner_up} {ratio}"
     )
     rates = ", ".join(f"{key} {row.loader.text()} samples/s" for key, row in by_key.items())
     return f"On this machine's local disk, loader alone: {head} ({rates})."
