@@ -5,6 +5,7 @@ with its range; the rows it returns and the table that prints them."""
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -168,12 +169,29 @@ def _efficiency(fed: Spread, premade: Spread, per_round: tuple[float, float]) ->
     return Spread(ratio, min(per_round[0], ratio), max(per_round[1], ratio), fed.n)
 
 
+def _median_round_ms(probe: PipelineProbe, fed_median: float, premade_median: float) -> tuple[float, float, float]:
+    """(data-wait, compute, pre-made step) ms of the rounds whose fed and pre-made rates are the medians the table
+    prints: their wait + compute is the fed median's step and their pre-made step the pre-made median's, so the
+    columns give the efficiency beside them (pooled means would not, when one round ran slow)."""
+    fed_rates, premade_rates = probe.rates("fed"), probe.rates("premade")
+    k = min(range(len(fed_rates)), key=lambda i: abs(fed_rates[i] - fed_median))
+    j = min(range(len(premade_rates)), key=lambda i: abs(premade_rates[i] - premade_median))
+    seconds, samples = probe.premade[j]
+    return (
+        1000 * statistics.fmean(probe.waits[k]),
+        1000 * statistics.fmean(probe.computes[k]),
+        1000 * seconds / samples * probe.batch_samples,
+    )
+
+
 def _row(turn: _Turn, cores: int) -> LadderRow:
-    probe, fed = turn.probe, turn.probe.result()
+    probe, pooled = turn.probe, turn.probe.result()
     alone, fed_rate, premade = (Spread.of(probe.rates(kind)) for kind in ("alone", "fed", "premade"))
-    efficiency = _efficiency(fed_rate, premade, fed.efficiency_range or (fed_rate.median / premade.median,) * 2)
+    efficiency = _efficiency(fed_rate, premade, pooled.efficiency_range or (fed_rate.median / premade.median,) * 2)
+    wait, compute, premade_step = _median_round_ms(probe, fed_rate.median, premade.median)
+    fed = dataclasses.replace(pooled, data_wait_ms=wait, compute_ms=compute, premade_step_ms=premade_step)
     busy = fed.load is not None and fed.load.busy
-    # the doctor reads the efficiency the table prints (fed median over pre-made median), not a second one
+    # the doctor reads the numbers the table prints (the efficiency, the median rounds' ms), not a second set
     as_printed = dataclasses.replace(fed, pipeline_efficiency=efficiency.median, efficiency_range=efficiency.range)
     return LadderRow(
         name=turn.rung.name,
@@ -227,9 +245,8 @@ def ladder_table(rows: list[LadderRow], label: str = "") -> str:
     lines += [f"\n† {note}" for note in notes]
     lines.append(
         f"\nmedians over {rows[0].rounds} interleaved rounds (range in brackets); efficiency is the fed median over "
-        "the pre-made median, its range the lowest and highest ratio of one round's blocks; data-wait and fed step ms are "
-        "means per step and the pre-made step the median block's mean, so pre-made / (data-wait + fed) is about the "
-        "efficiency"
+        "the pre-made median, its range the lowest and highest ratio of one round's blocks; data-wait and step ms are "
+        "means per step in the rounds of those medians, so pre-made / (data-wait + fed) is about the efficiency"
     )
     lines += _threads_notes(rows)
     busy = busy_summary(rows)

@@ -107,6 +107,26 @@ def test_a_ladder_rows_efficiency_is_its_printed_fed_median_over_its_printed_pre
     )
 
 
+def test_a_ladder_rows_milliseconds_are_those_of_its_median_rounds_so_they_give_its_efficiency():
+    # a reader divided the pre-made step by wait + fed step and got 0.89 beside a printed 0.98: pooled means over
+    # rounds carried one slow round the medians did not
+    from torch import nn
+
+    from helpers.course.ladder import Rung, _row, _Turn
+    from helpers.measure import PipelineProbe
+
+    probe = PipelineProbe([(torch.zeros(4, 3), torch.zeros(4, 1))], lambda batch: None, torch.device("cpu"), premade=1)
+    probe.alone = [(1.0, 500)] * 3
+    probe.fed = [(0.05, 4), (0.5, 4), (0.1, 4)]  # 80, 8 (a slow round) and 40 samples/s: median 40
+    probe.premade = [(0.04, 4), (0.08, 4), (0.05, 4)]  # 100, 50 and 80 samples/s: median 80
+    probe.waits = [[0.01], [0.45], [0.02]]  # the slow round waited
+    probe.computes = [[0.04], [0.05], [0.08]]
+    row = _row(_Turn(Rung("r", lambda: [], lambda: nn.Identity(), role="r"), probe), cores=2)
+    assert (round(row.data_wait_ms, 6), round(row.compute_ms, 6)) == (20.0, 80.0)  # the 40-samples/s round
+    assert round(row.premade_step_ms, 6) == 50.0  # the 80-samples/s round's step
+    assert row.pipeline_efficiency == 0.5 == row.premade_step_ms / (row.data_wait_ms + row.compute_ms)
+
+
 def test_rounds_stop_at_the_budget_after_the_minimum_and_the_bar_ends_where_they_stopped(monkeypatch):
     from torch import nn
 
@@ -162,7 +182,14 @@ def test_the_doctor_reads_the_efficiency_the_table_prints(monkeypatch):
 
     fed = PipelineResult(80.0, 100.0, 0.5, 1.0, 4.0, 10, 100.0, None, efficiency_range=(0.7, 0.9))
     rates = {"alone": [200.0, 210.0, 190.0], "fed": [80.0, 78.0, 82.0], "premade": [100.0, 99.0, 101.0]}
-    probe = types.SimpleNamespace(result=lambda: fed, rates=lambda kind: rates[kind])
+    probe = types.SimpleNamespace(
+        result=lambda: fed,
+        rates=lambda kind: rates[kind],
+        premade=[(1.0, 100), (1.0, 99), (1.0, 101)],
+        waits=[[0.0015]] * 3,
+        computes=[[0.004]] * 3,
+        batch_samples=4,
+    )
     rung = types.SimpleNamespace(name="r", role="r", bounds="", model_note="", workers=2)
     read = []
     monkeypatch.setattr(ladder, "diagnose_pipeline", lambda result, **kwargs: read.append(result) or "VERDICT\nwhy")

@@ -123,6 +123,9 @@ def test_sweep_verdict_shows_oversubscription_at_the_same_thread_count():
 def test_sweep_verdict_tests_two_to_four_times_the_cores():
     fewer = [_sweep_row(0, 10, [9, 11]), _sweep_row(2, 50, [48, 52])]
     assert "is not supported here: 2 workers" in sweep_verdict(fewer + [_sweep_row(4, 30, [29, 31])], cores=2)
+    assert "(4 workers, torch's threads, prefetch 2, 30 samples/s (29–31)) 1.67x (range 1.66–1.68x over 2 paired" in (
+        sweep_verdict(fewer + [_sweep_row(4, 30, [29, 31])], cores=2)
+    )  # the ratio the claim rests on, with its range
     assert "is supported here: 8 workers" in sweep_verdict(fewer + [_sweep_row(8, 70, [66, 72])], cores=2)
     assert "is within the noise here" in sweep_verdict(fewer + [_sweep_row(4, 51, [49, 51])], cores=2)
     assert "is untested here: no setting had 4–8 workers" in sweep_verdict(fewer, cores=2)

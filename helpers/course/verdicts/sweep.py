@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...spread import Spread, ratio_text
+from ...spread import Spread, compare_text, ratio_text
 from ..ladder_row import LadderRow
 from .ladder import label
 
@@ -84,13 +84,13 @@ def _claim_text(rows: Sequence[dict[str, Any]], cores: int) -> str:
         )
     elif c["samples_per_s"] > f["samples_per_s"]:
         outcome = (
-            f"supported here: {_setting(c)} gave {_sweep_rate(c)}, "
-            f"{ratio_text(c['samples_per_s'] / f['samples_per_s'])} the best with fewer workers ({_setting(f)}, {_sweep_rate(f)})"
+            f"supported here: {_setting(c)} gave {_sweep_rate(c)}, against the best with fewer workers "
+            f"({_setting(f)}, {_sweep_rate(f)}) {compare_text(_rate(c), _rate(f))}"
         )
     else:
         outcome = (
-            f"not supported here: {_setting(f)} gave {_sweep_rate(f)}, "
-            f"{ratio_text(f['samples_per_s'] / c['samples_per_s'])} the best of 2–4x the cores ({_setting(c)}, {_sweep_rate(c)})"
+            f"not supported here: {_setting(f)} gave {_sweep_rate(f)}, against the best of 2–4x the cores "
+            f"({_setting(c)}, {_sweep_rate(c)}) {compare_text(_rate(f), _rate(c))}"
         )
     return f"\nThe post's 'num_workers = 2–4x the cores' is {outcome}."
 
