@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +98,12 @@ def cifar_ladder(
     samples = Profile.endless  # an epoch long enough that no measurement restarts the workers
     seed_workers = min(4, cpu_budget(max(1, workers), usable_cpu_count())[0])  # the post's 4, within the CPU budget
 
-    def seed_post():
-        dataset = ImageFolder(str(image_folder), transform=seed_post_transform())
+    def folder_loader(transform: Callable[[Any], Any], batch: int) -> Iterable:
+        """The PNG folder decoded and transformed per sample by PIL in the seed post's workers."""
+        dataset = ImageFolder(str(image_folder), transform=transform)
         return make_loader(
             dataset,
-            seed_batch,
+            batch,
             seed=seed,
             num_workers=seed_workers,
             pin_memory=pin,
@@ -110,17 +111,11 @@ def cifar_ladder(
             samples_per_epoch=samples,
         )
 
-    def native_pil():
-        dataset = ImageFolder(str(image_folder), transform=native_size_transform())
-        return make_loader(
-            dataset,
-            batch_size,
-            seed=seed,
-            num_workers=seed_workers,
-            pin_memory=pin,
-            persistent_workers=True,
-            samples_per_epoch=samples,
-        )
+    def seed_post() -> Iterable:
+        return folder_loader(seed_post_transform(), seed_batch)
+
+    def native_pil() -> Iterable:
+        return folder_loader(native_size_transform(), batch_size)
 
     def on_device(augment: bool):
         def build():

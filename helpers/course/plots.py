@@ -13,6 +13,7 @@ from PIL import Image
 
 from ..spread import efficiency_text
 from .ladder_row import LadderRow
+from .verdicts.ladder import label
 
 
 def _as_hwc(image: np.ndarray | Image.Image | torch.Tensor) -> np.ndarray:
@@ -198,7 +199,7 @@ def plot_timeline(timelines: dict[str, Sequence[dict]], title: str = "") -> plt.
 def plot_min_model(rows: Sequence[LadderRow], title: str = "") -> plt.Figure:
     """The model to carry home, fed by a ladder's numbers: a loader feeding a step delivers about the slower of the
     two, min(loader alone, step on pre-made batches); each rung's two rates, that minimum and the fed rate measured."""
-    names = [row.role or row.name for row in rows]
+    names = [label(row) for row in rows]
     series = {
         "loader alone": [row.loader_samples_per_s for row in rows],
         "step on pre-made batches": [row.premade_samples_per_s for row in rows],
@@ -207,8 +208,8 @@ def plot_min_model(rows: Sequence[LadderRow], title: str = "") -> plt.Figure:
     }
     figure, axes = plt.subplots(figsize=(9, 0.9 * len(rows) + 1.5))
     height, where = 0.8 / len(series), np.arange(len(rows))
-    for k, (label, values) in enumerate(series.items()):
-        axes.barh(where + k * height, values, height, label=label)
+    for k, (what, values) in enumerate(series.items()):
+        axes.barh(where + k * height, values, height, label=what)
     axes.set_yticks(where + 0.4 - height / 2, names)
     axes.invert_yaxis()
     axes.set_xscale("log")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ladder_row import LadderRow
-from .text import compare, cores_used
+from .text import busy_clause, compare, cores_used
 
 
 def busy_summary(rows: Sequence[LadderRow]) -> str:
@@ -28,7 +28,7 @@ def load_text(rows: Sequence[LadderRow]) -> str:
     loads = [r.load for r in rows if r.load_note and r.load]
     if not loads:
         return ""
-    return f" Busy machine: other processes used {cores_used([x['other_cores'] for x in loads])} of {loads[0]['cores']} cores."
+    return busy_clause(cores_used([x["other_cores"] for x in loads]), loads[0]["cores"])
 
 
 def by_role(rows: Sequence[LadderRow], role: str) -> LadderRow:

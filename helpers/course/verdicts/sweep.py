@@ -148,12 +148,11 @@ def sweep_ladder_verdict(
     for name, match in pairs:
         rung = next(r for r in ladder if r.name == name)
         row = next(r for r in sweep if all(r.get(k) == v for k, v in match.items()))
-        # one rule: the ratio's range from the two ranges (ladder rounds and sweep repeats do not pair)
-        ratio = Spread.around(row["samples_per_s"], (min(row["runs"]), max(row["runs"])), len(row["runs"])).ratio(
-            rung.fed
-        )
-        agree = ratio.low <= 1.0 <= ratio.high
-        verdict = "within the noise" if agree else f"the sweep measured {ratio_text(ratio.median)} the ladder's rate"
+        # unpaired: ladder rounds and sweep repeats are not the same rounds
+        repeats = Spread.around(row["samples_per_s"], (min(row["runs"]), max(row["runs"])), len(row["runs"]))
+        agree = repeats.ties(rung.fed)
+        ratio = repeats.ratio(rung.fed).median
+        verdict = "within the noise" if agree else f"the sweep measured {ratio_text(ratio)} the ladder's rate"
         parts.append(f"'{label(rung)}' {rung.fed.text()} against {_sweep_rate(row)}: {verdict}")
         if not agree:
             differ.append((rung, row))

@@ -52,7 +52,12 @@ def busy_text(load: Any) -> str:
     """' Busy machine: other processes used 0.8 of 2 cores.' for a load reading (helpers.loadmeter) taken while other
     processes kept the cores busy; empty for a quiet one or None. Short: a verdict says it, the table's footer and
     the lesson's last line give the detail."""
-    return f" Busy machine: other processes used {load.other_cores:.1f} of {load.cores} cores." if busy(load) else ""
+    return busy_clause(f"{load.other_cores:.1f}", load.cores) if busy(load) else ""
+
+
+def busy_clause(used: str, cores: int) -> str:
+    """' Busy machine: other processes used 1.0 of 2 cores.', the one wording every verdict ends with when busy."""
+    return f" Busy machine: other processes used {used} of {cores} cores."
 
 
 def busy(load: Any) -> bool:
