@@ -6,7 +6,9 @@
   torchcodec, ipykernel, ipython; `make test-versions STACK=colab` tests the same pins);
 - a folder standing in for /content (the setup cell reads COURSE_COLAB_ROOT), the working directory of the kernels;
 - this checkout's tracked files as they are now (uncommitted edits included, untracked files not) in a bare git
-  repository, reached by a file:// URL (COURSE_REPOSITORY_URL), so the setup cell's shallow clone really runs.
+  repository, reached by a file:// URL (COURSE_REPOSITORY_URL), so the shallow clone really runs; and that snapshot's
+  tools/get_course.py as a file, which the setup cell downloads by a file:// URL where Colab's reads it from GitHub
+  (the one change made to the notebooks, after checking that their setup cell is the generated one).
 Then it executes notebooks 00 and 04 in the smoke profile, offline data, each in a kernel of that environment (00
 clones and installs what is missing; 04 starts after that, as a second notebook in the same runtime would, and finds
 the clone), and checks: every code cell ran with no error output and no stray `True`/`False`/`None` values; the
@@ -35,7 +37,8 @@ from nbclient import NotebookClient
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: tools.versions from this checkout
-from tools.versions import find_python, pins, stack_python_version  # noqa: E402 (after the path line above)
+from tools.sync_notebooks import course_repository, setup_cell_source  # noqa: E402 (after the path line above)
+from tools.versions import find_python, pins, stack_python_version  # noqa: E402
 
 # Colab's runtime: its Python and what it has preinstalled that the course uses, from the constraints file.
 COLAB_CONSTRAINTS = REPO_ROOT / "constraints" / "colab-2026-08.txt"
@@ -124,15 +127,18 @@ def installed(python: Path) -> dict[str, str]:
     return {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(listing)}
 
 
-def publish_checkout(folder: Path) -> str:
-    """This checkout's tracked files as they are now, as the main branch of a bare repository; return its URL."""
+def publish_checkout(folder: Path) -> tuple[str, str]:
+    """This checkout's tracked files as they are now, as the main branch of a bare repository, and its
+    tools/get_course.py as a file beside it (GitHub serves that file raw); return both URLs."""
     snapshot = _run(["git", "stash", "create"], cwd=REPO_ROOT).stdout.strip()
     commit = snapshot or _run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT).stdout.strip()
     bare = folder / "feeding-the-gpu.git"
     _run(["git", "init", "--quiet", "--bare", str(bare)])
     _run(["git", "push", "--quiet", str(bare), f"{commit}:refs/heads/main"], cwd=REPO_ROOT)
     _run(["git", "symbolic-ref", "HEAD", "refs/heads/main"], cwd=bare)
-    return bare.as_uri()
+    raw = folder / "get_course.py"
+    raw.write_text(_run(["git", "show", f"{commit}:tools/get_course.py"], cwd=REPO_ROOT).stdout, encoding="utf-8")
+    return bare.as_uri(), raw.as_uri()
 
 
 def kernel_environment(python: Path, content: Path, url: str) -> dict[str, str]:
@@ -151,10 +157,15 @@ def kernel_environment(python: Path, content: Path, url: str) -> dict[str, str]:
 
 
 def run_notebook(
-    path: Path, *, python: Path, content: Path, env: dict[str, str], timeout: int
+    path: Path, *, python: Path, content: Path, env: dict[str, str], script_url: str, timeout: int
 ) -> nbformat.NotebookNode:
-    """Execute a copy of the notebook (plus CHECK_CELL) in a kernel of the runtime, cwd = content."""
+    """Execute a copy of the notebook (plus CHECK_CELL) in a kernel of the runtime, cwd = content; its setup cell
+    downloads get_course.py from `script_url` where the committed cell names the file on GitHub."""
     notebook = nbformat.read(path, as_version=4)
+    setup = [c for c in notebook.cells if c.cell_type == "code"][1]
+    if setup.source != setup_cell_source(course_repository()):
+        raise RuntimeError(f"{path.name}: its setup cell is not the generated one; run `make sync-notebooks`")
+    setup.source = setup_cell_source(course_repository(), script_url=script_url)
     notebook.cells.append(nbformat.v4.new_code_cell(CHECK_CELL))
 
     class RuntimeSpecs(KernelSpecManager):
@@ -215,7 +226,7 @@ def simulate(work: Path, *, notebooks: list[str], timeout: int) -> list[Check]:
     python = make_runtime(work / "runtime")
     version = _run([str(python), "-c", "import platform; print(platform.python_version())"]).stdout.strip()
     print(f"  runtime: Python {version}, {', '.join(COLAB_RUNTIME)} in {time.perf_counter() - start:.0f} s", flush=True)
-    url = publish_checkout(work / "remote")
+    url, script_url = publish_checkout(work / "remote")
     content = work / "content"
     content.mkdir()
     before = installed(python)
@@ -224,7 +235,12 @@ def simulate(work: Path, *, notebooks: list[str], timeout: int) -> list[Check]:
     for name in notebooks:
         began = time.perf_counter()
         executed = run_notebook(
-            REPO_ROOT / "notebooks" / name, python=python, content=content, env=env, timeout=timeout
+            REPO_ROOT / "notebooks" / name,
+            python=python,
+            content=content,
+            env=env,
+            script_url=script_url,
+            timeout=timeout,
         )
         nbformat.write(executed, work / f"executed-{name}")
         setup = "".join(

@@ -1,14 +1,16 @@
 """Write the "Open in Colab" badge and the setup cell into every course notebook, from one constant.
 
 The constant is `COURSE_REPOSITORY` under `[tool.feeding-the-gpu]` in pyproject.toml. A fork changes that one value
-and runs `make sync-notebooks`. Idempotent: a notebook already in sync is not rewritten. `--check` writes nothing
-and exits 1 when a notebook differs from what this tool would write (tests/tools/test_sync_notebooks.py does the same).
+and runs `make sync-notebooks`. Idempotent: a file already in sync is not rewritten. `--check` writes nothing
+and exits 1 when a file differs from what this tool would write (tests/tools/test_sync_notebooks.py does the same).
 
 In each `notebooks/[0-9][0-9]_*.ipynb`:
 - the first cell is a markdown cell holding only the badge, pointing at the notebook on the main branch;
-- the second code cell (right after the `parameters` cell) is the setup cell: when `helpers` is not importable it
-  finds the repository above the working folder or in $COURSE_COLAB_ROOT (default /content), else clones
-  $COURSE_REPOSITORY_URL (default COURSE_REPOSITORY) there, then runs tools/colab_setup.py from it.
+- the second code cell (right after the `parameters` cell) is the three-line setup cell: when `helpers` is not
+  importable it downloads tools/get_course.py from the repository's main branch and runs it (that file finds the
+  course above the working folder or in $COURSE_COLAB_ROOT, default /content, else clones $COURSE_REPOSITORY_URL
+  there, then runs tools/colab_setup.py from it).
+And in tools/get_course.py: COURSE_REPOSITORY as the repository it clones by default.
 """
 
 from __future__ import annotations
@@ -32,31 +34,17 @@ BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 BADGE_PREFIX = "[![Open In Colab]"
 BADGE_CELL_ID = "colab-badge"
 SETUP_CELL_ID = "colab-setup"
-SETUP_MARKER = 'find_spec("helpers")'  # tests/test_notebooks.py looks for it in the second code cell
+SETUP_MARKER = "import helpers"  # tests/test_notebooks.py looks for it in the second code cell
+OLD_SETUP_MARKER = 'find_spec("helpers")'  # the setup cell of 2026-11, replaced in place
+GET_COURSE = REPO_ROOT / "tools" / "get_course.py"
+GET_COURSE_DEFAULT = re.compile(r'(def _get_course\(repository: str = ")([^"]*)(")')
 
+# Three lines that ruff keeps as they are (`# fmt: skip`; E701 is allowed in notebooks for them): when `helpers` is
+# not importable, download tools/get_course.py from the course's repository and run it. That file holds the logic.
 SETUP_CELL = """\
-# Colab, or a Python without this course: find it (here or above) or clone it; add what is missing.
-import importlib.util, os, pathlib, runpy, subprocess, time
-
-if importlib.util.find_spec("helpers") is None:
-    url = os.getenv("COURSE_REPOSITORY_URL", "{repository}")
-    colab_root = pathlib.Path(os.getenv("COURSE_COLAB_ROOT", "/content"))
-    clone = colab_root / url.rstrip("/").split("/")[-1].removesuffix(".git")
-    places = [pathlib.Path.cwd(), *pathlib.Path.cwd().parents, clone]
-    root = next((p for p in places if (p / "tools" / "colab_setup.py").is_file()), None)
-    if root is None:
-        start, root = time.perf_counter(), clone
-        print(f"course setup: cloning {{url}} into {{clone}}", flush=True)
-        git = ["git", "clone", "--quiet", "--depth", "1", url, str(clone)]
-        done = subprocess.run(git, capture_output=True, text=True)
-        if done.returncode:
-            hint = f"Clone the course into {{colab_root}} yourself, or set COURSE_REPOSITORY_URL."
-            error = done.stderr.strip()
-            raise RuntimeError(f"course setup: {{' '.join(git)}} failed: {{error}}\\n{{hint}}")
-        print(f"course setup: cloned in {{time.perf_counter() - start:.1f}} s", flush=True)
-    else:
-        print(f"course setup: found the course at {{root}}", flush=True)
-    runpy.run_path(str(root / "tools" / "colab_setup.py"))["setup_course"](root)"""
+URL = "{script_url}"
+try: import helpers  # Colab, or a Python without it: URL gets the course  # noqa: F401  # fmt: skip
+except ImportError: exec(__import__("urllib.request").request.urlopen(URL).read())  # fmt: skip"""
 
 
 def course_repository(pyproject: Path = PYPROJECT) -> str:
@@ -83,10 +71,22 @@ def badge_markdown(repository: str, notebook_name: str) -> str:
     return f"{BADGE_PREFIX}({BADGE_IMAGE})]({target})"
 
 
-def setup_cell_source(repository: str) -> str:
-    """The setup cell's code, with the repository URL written in."""
-    github_path(repository)  # refuse a URL the badge could not use either
-    return SETUP_CELL.format(repository=repository)
+def get_course_url(repository: str) -> str:
+    """Where a setup cell downloads tools/get_course.py from: the file on the repository's main branch."""
+    return f"https://raw.githubusercontent.com/{github_path(repository)}/main/tools/get_course.py"
+
+
+def setup_cell_source(repository: str, *, script_url: str | None = None) -> str:
+    """The setup cell's code, downloading get_course.py from `repository` (or from `script_url`: the tests' and the
+    Colab simulation's local copy)."""
+    return SETUP_CELL.format(script_url=script_url or get_course_url(repository))
+
+
+def get_course_text(repository: str, text: str) -> str:
+    """tools/get_course.py's text with `repository` as the repository it clones by default."""
+    if GET_COURSE_DEFAULT.search(text) is None:
+        raise ValueError(f"{GET_COURSE}: no `def _get_course(repository: str = ...)` line to write the repository in")
+    return GET_COURSE_DEFAULT.sub(lambda m: m.group(1) + repository + m.group(3), text, count=1)
 
 
 def _new_id(notebook: nbformat.NotebookNode, wanted: str) -> str:
@@ -112,7 +112,7 @@ def sync_notebook(notebook: nbformat.NotebookNode, *, name: str, repository: str
     if not code or "parameters" not in code[0].metadata.get("tags", []):
         raise ValueError(f"{name}: the first code cell must be the `parameters` cell; the setup cell goes after it")
     source = setup_cell_source(repository)
-    if len(code) > 1 and SETUP_MARKER in code[1].source:
+    if len(code) > 1 and (SETUP_MARKER in code[1].source or OLD_SETUP_MARKER in code[1].source):
         code[1].source = source
     else:
         cell = nbformat.v4.new_code_cell(source)
@@ -142,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repository = course_repository()
     stale = []
-    for path in args.notebooks or course_notebooks():
-        current, wanted = synced_text(path, repository)
+    pairs = [(path, *synced_text(path, repository)) for path in args.notebooks or course_notebooks()]
+    current = GET_COURSE.read_text(encoding="utf-8")
+    pairs.append((GET_COURSE, current, get_course_text(repository, current)))
+    for path, current, wanted in pairs:
         if current == wanted:
             continue
         stale.append(path)
@@ -151,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(wanted, encoding="utf-8")
     verb = "out of sync" if args.check else "updated"
     print(
-        f"{len(stale)} notebook(s) {verb}"
+        f"{len(stale)} file(s) {verb}"
         + "".join(f"\n  {p}" for p in stale)
         + ("\nrun `make sync-notebooks`" if args.check and stale else "")
     )

@@ -22,6 +22,7 @@ def setup_course(root):
     sys.path.insert(0, str(root))
 """
 SHOW_HELPERS = '\nimport helpers\nprint("HELPERS", helpers.__file__)\n'
+SHOW_NAMES = 'print("NAMES", sorted(n for n in globals() if not n.startswith("__")))\n'
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -45,9 +46,12 @@ def course_remote(tmp_path) -> str:
 
 
 def run_setup_cell(cwd: Path, colab_root: Path, url: str) -> subprocess.CompletedProcess[str]:
-    """Execute the setup cell in a Python where the course is not importable (-I -S: no site-packages, no PYTHONPATH)."""
+    """Execute the setup cell in a Python where the course is not importable (-I -S: no site-packages, no PYTHONPATH),
+    downloading this checkout's tools/get_course.py by a file:// URL where Colab downloads it from GitHub."""
     env = {"PATH": os.environ["PATH"], "COURSE_COLAB_ROOT": str(colab_root), "COURSE_REPOSITORY_URL": url}
-    source = setup_cell_source("https://github.com/feeding-the-gpu/feeding-the-gpu") + SHOW_HELPERS
+    script_url = (Path(__file__).resolve().parents[2] / "tools" / "get_course.py").as_uri()
+    cell = setup_cell_source("https://github.com/feeding-the-gpu/feeding-the-gpu", script_url=script_url)
+    source = cell + SHOW_HELPERS + SHOW_NAMES
     return subprocess.run([sys.executable, "-I", "-S", "-c", source], cwd=cwd, env=env, capture_output=True, text=True)
 
 
@@ -62,6 +66,7 @@ def test_setup_cell_clones_into_the_colab_root_and_imports_helpers_from_the_clon
     assert lines[1].startswith("course setup: cloned in ") and lines[1].endswith(" s")
     assert lines[2] == f"STUB setup_course {clone}"
     assert lines[3] == f"HELPERS {clone / 'helpers' / '__init__.py'}"
+    assert lines[4] == "NAMES ['URL', 'helpers']"  # get_course.py leaves no name of its own in the notebook
     assert (
         subprocess.run(
             ["git", "rev-parse", "--is-shallow-repository"], cwd=clone, capture_output=True, text=True

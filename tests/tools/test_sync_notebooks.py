@@ -13,6 +13,8 @@ from tools.sync_notebooks import (
     badge_markdown,
     course_notebooks,
     course_repository,
+    get_course_text,
+    get_course_url,
     setup_cell_source,
     sync_notebook,
     synced_text,
@@ -55,17 +57,27 @@ def test_badge_opens_the_notebook_on_main_in_colab():
         badge_markdown("https://gitlab.com/someone/my-fork", "x.ipynb")
 
 
-def test_setup_cell_is_short_self_contained_code_with_the_url_written_in():
+def test_setup_cell_is_three_lines_that_download_get_course_from_the_repository():
     source = setup_cell_source(REPOSITORY)
     tree = ast.parse(source)
-    imported = {
-        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
-    }
-    assert imported <= {"importlib", "os", "pathlib", "runpy", "subprocess", "time"}  # nothing of the course yet
-    assert not any(isinstance(node, ast.ImportFrom) for node in ast.walk(tree))
-    assert len(source.splitlines()) <= 25 and max(len(line) for line in source.splitlines()) <= 100
-    assert f'"COURSE_REPOSITORY_URL", "{REPOSITORY}"' in source and 'find_spec("helpers")' in source
-    assert '"COURSE_COLAB_ROOT", "/content"' in source and 'tools" / "colab_setup.py' in source
+    assert not [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert imported == {"helpers"}  # tried, and nothing else: the downloaded file does the rest
+    assert len(source.splitlines()) <= 3 and max(len(line) for line in source.splitlines()) <= 100
+    url = "https://raw.githubusercontent.com/someone/my-fork/main/tools/get_course.py"
+    assert get_course_url(REPOSITORY) == url and f'URL = "{url}"' in source
+    assert "urlopen(URL)" in source and "except ImportError" in source
+    local = setup_cell_source(REPOSITORY, script_url="file:///tmp/get_course.py")
+    assert 'URL = "file:///tmp/get_course.py"' in local and local.splitlines()[1:] == source.splitlines()[1:]
+
+
+def test_get_course_clones_the_repository_of_pyproject_by_default():
+    text = sync_notebooks.GET_COURSE.read_text(encoding="utf-8")
+    assert get_course_text(course_repository(), text) == text, "run `make sync-notebooks`"
+    fork = get_course_text(REPOSITORY, text)
+    assert f'def _get_course(repository: str = "{REPOSITORY}")' in fork and fork.count(REPOSITORY) == 1
+    with pytest.raises(ValueError, match="no `def _get_course"):
+        get_course_text(REPOSITORY, "print('not the file')")
 
 
 def test_sync_adds_the_badge_cell_and_the_setup_cell_after_the_parameters_cell():
@@ -81,7 +93,7 @@ def test_sync_adds_the_badge_cell_and_the_setup_cell_after_the_parameters_cell()
 
 def test_sync_replaces_an_old_setup_cell_in_place_and_is_idempotent():
     old = 'import importlib.util\nif importlib.util.find_spec("helpers") is None:\n    raise RuntimeError("clone it")'
-    notebook = _lesson(old)
+    notebook = _lesson(old)  # the setup cell of 2026-11 is found by its marker too
     notebook.cells.insert(0, nbformat.v4.new_markdown_cell("[![Open In Colab](old.svg)](https://old)"))
     ids = [c.id for c in notebook.cells]
     once = sync_notebook(notebook, name="01_x.ipynb", repository=REPOSITORY)
