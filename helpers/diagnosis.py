@@ -209,7 +209,7 @@ def build_diagnosis(
         copy_ms=copy,
         copy_in_wait=copy_in_wait,
     )
-    busy = load.note() if load is not None and load.busy else ""
+    busy = "the machine was busy (its line below says how busy)" if load is not None and load.busy else ""
     finding = most_likely(shares, readings, busy_note=busy)
     other_cores = load.other_cores if load is not None else None
     return Diagnosis(

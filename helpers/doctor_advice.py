@@ -209,10 +209,7 @@ def advice_for(verdict: str, facts: PipelineFacts, *, other_cores: float | None 
     else:
         lines = ["- nothing was measured to decide on: rerun with a larger budget_s (more steps per block);"]
     if other_cores is not None and other_cores >= 0.5:
-        lines.append(
-            f"- other processes used {other_cores:.1f} of {facts.cpu_cores} cores meanwhile: rerun with them "
-            "stopped to confirm."
-        )
+        lines.append("- rerun with the other processes stopped to confirm (the machine was busy).")
     return lines
 
 

@@ -143,6 +143,6 @@ def efficiency_text(efficiency: Spread, *, short: bool = False) -> str:
         return f"1.0 within the noise (measured {median:.2f}, {low:.2f}–{high:.2f})"
     if high > 1.0:
         if short:
-            return f"{median:.2f} ({low:.2f}–{high:.2f}, >1 is noise)"
+            return f"{median:.2f} ({low:.2f}–1.0 within noise; max {high:.2f})"
         return f"{median:.2f} ({low:.2f}–1.0 within the noise; highest block measured {high:.2f})"
     return f"{median:.2f} ({low:.2f}–{high:.2f})"

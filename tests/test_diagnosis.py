@@ -9,6 +9,7 @@ import torch
 
 from helpers.bottleneck import COMPUTE_BOUND, INPUT_BOUND
 from helpers.diagnosis import build_diagnosis, copy_ms, notify_stderr, plan_blocks
+from helpers.loadmeter import LoadReading
 from helpers.pipeline_facts import PipelineFacts
 from helpers.pipeline_result import PipelineResult
 from helpers.spread import Spread
@@ -80,3 +81,15 @@ def test_no_copy_is_timed_off_cuda_and_the_up_front_line_goes_to_stderr(capsys):
     assert copy_ms(batch, torch.device("cpu")) is None  # no host-to-device copy to time
     notify_stderr("3 block pairs")
     assert capsys.readouterr().err == "doctor: 3 block pairs\n"
+
+
+def test_a_busy_machine_is_measured_on_one_line_and_named_in_how_sure_and_the_advice():
+    busy = LoadReading(other_cores=1.1, cores=2, seconds=3.0, load_average=2.1)
+    text = str(build_diagnosis(WAITING, FACTS, busy, **REPORT))
+    lines = text.splitlines()
+    assert text.count("other processes used 1.1 of 2 cores") == 1, text
+    assert "Machine: other processes used 1.1 of 2 cores during this measurement; load average 2.1." in lines
+    assert lines[1] == "How sure: fairly sure: the machine was busy (its line below says how busy)."
+    assert "- rerun with the other processes stopped to confirm (the machine was busy)." in lines
+    quiet = str(build_diagnosis(WAITING, FACTS, LoadReading(0.1, 2, 3.0), **REPORT))
+    assert "busy" not in quiet and "rerun" not in quiet

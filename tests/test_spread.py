@@ -76,7 +76,7 @@ def test_a_range_wholly_above_one_is_a_biased_baseline_not_noise():
 
 def test_a_table_cell_says_the_same_in_fewer_words():
     assert efficiency_text(Spread(1.38, 0.9, 1.58), short=True) == "1.0 within noise (measured 1.38; 0.90–1.58)"
-    assert efficiency_text(Spread(1.0, 0.2, 1.5), short=True) == "1.00 (0.20–1.50, >1 is noise)"
+    assert efficiency_text(Spread(1.0, 0.2, 1.5), short=True) == "1.00 (0.20–1.0 within noise; max 1.50)"
 
 
 class TestTheOneNoiseRule:

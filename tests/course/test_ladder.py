@@ -95,7 +95,7 @@ def test_a_ladder_rows_efficiency_is_its_printed_fed_median_over_its_printed_pre
     assert row.pipeline_efficiency == 1.0 and row.efficiency_range == (0.2, 1.5)
     row.loader_vs_first = 1.0
     table = ladder_table([row])
-    assert "| 200 (100–300) | 200 (200–1000) | 1.00 (0.20–1.50, >1 is noise) |" in table
+    assert "| 200 (100–300) | 200 (200–1000) | 1.00 (0.20–1.0 within noise; max 1.50) |" in table
     assert "efficiency is the fed median over the pre-made median" in table
     assert "differ with their intra-op threads" not in table  # one rung: nothing to explain
     other = dataclasses.replace(row, name="w", threads=1, workers=1)
