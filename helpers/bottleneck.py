@@ -175,3 +175,17 @@ def shares_text(shares: Shares, *, copy_in_wait: bool = False) -> str:
         where = "inside that wait" if copy_in_wait else "inside the step"
         parts.append(f"copying one batch to the device takes {shares.copy_pct}% of a fed step ({where})")
     return "; ".join(parts)
+
+
+def reason_text(label: str, shares: Shares) -> str:
+    """The number a label rests on, in a few words: '12% of each fed step waits for data', 'the step runs 19% slower
+    beside the loader', 'the copy takes 15% of a fed step', or for compute-bound that no cost reaches the line."""
+    if label == INPUT_BOUND:
+        return f"{shares.wait_pct}% of each fed step waits for data"
+    if label == COMPETES and shares.slower_pct is not None:
+        return f"the step runs {shares.slower_pct}% slower beside the loader"
+    if label == TRANSFER_BOUND and shares.copy_pct is not None:
+        return f"the copy takes {shares.copy_pct}% of a fed step"
+    if label == COMPUTE_BOUND:
+        return f"no cost of the loader reaches {SIGNIFICANT_PCT}% of a step (efficiency {shares.efficiency:.2f})"
+    return "nothing was measured to decide on"

@@ -17,6 +17,7 @@ from helpers.bottleneck import (
     Shares,
     classify,
     most_likely,
+    reason_text,
     shares_text,
 )
 
@@ -108,3 +109,12 @@ def test_no_label_contradicts_the_numbers_printed_beside_it():
             assert printed[label] > 0, shares
             if any(value >= 10 for value in printed.values()):
                 assert printed[label] >= 10, shares
+
+
+def test_each_label_gives_the_number_it_rests_on():
+    shares = Shares.of(12.0, 119.0, 100.0, copy_ms=15.0)
+    assert reason_text(INPUT_BOUND, shares) == "9% of each fed step waits for data"
+    assert reason_text(COMPETES, shares) == "the step runs 19% slower beside the loader"
+    assert reason_text(TRANSFER_BOUND, shares) == "the copy takes 11% of a fed step"
+    assert reason_text(COMPUTE_BOUND, shares) == "no cost of the loader reaches 10% of a step (efficiency 0.76)"
+    assert reason_text(COMPETES, Shares.of(1.0, 1.0, 0.0)) == "nothing was measured to decide on"

@@ -83,6 +83,7 @@ def test_verdicts_say_when_ranges_overlap():
     assert "'post' is the reference" in lines[0] and "within the noise of this machine" in lines[1]
     assert lines[2].startswith("'store', loader alone against 'post': 4.0x (range 3.45–4.67x); the doctor reads")
     assert all(len(line.split()) <= 60 for line in lines)
+    assert lines[0] == "'post' is the reference; the doctor reads INPUT-BOUND: 50% of each fed step waits for data."
     assert "store against shards, within the noise" in storage_verdict(rows)
     rows[4] = _row("WebDataset", 200, 190, 210, "shards")
     assert "store is fastest here, against shards 2.0x (range 1.81–2.21x)" in storage_verdict(rows)

@@ -3,6 +3,7 @@ storage formats side by side."""
 
 from __future__ import annotations
 
+from ...bottleneck import Shares, reason_text
 from ...spread import WITHIN_NOISE
 from ..ladder_row import LadderRow
 from .ladder import by_role, label
@@ -30,13 +31,23 @@ def folder_rung_verdicts(rows: list[LadderRow]) -> list[str]:
     post = by_role(rows, "post")
     lines = []
     for row in rows:
-        doctor = row.doctor.split(":")[0] or "nothing"
+        doctor = _doctor(row)
         if row is post:
             lines.append(f"'{label(row)}' is the reference; the doctor reads {doctor}.")
             continue
         ratio = compare(row.loader, post.loader, pick=(label(row), label(post)))
         lines.append(f"'{label(row)}', loader alone against '{label(post)}': {ratio}; the doctor reads {doctor}.")
     return lines
+
+
+def _doctor(row: LadderRow) -> str:
+    """The doctor's label on the row and the number it rests on: 'INPUT-BOUND (sure): 12% of each fed step waits'."""
+    verdict = row.doctor.split(":")[0]
+    if not verdict:
+        return "nothing"
+    label = verdict.split(" (")[0]
+    shares = Shares.of(row.data_wait_ms, row.compute_ms, row.premade_step_ms or 0.0, efficiency=row.pipeline_efficiency)
+    return f"{verdict}: {reason_text(label, shares)}"
 
 
 def storage_verdict(rows: list[LadderRow]) -> str:
