@@ -23,7 +23,11 @@ from helpers.course.verdicts.setup_and_data import census_verdict
 from helpers.course.verdicts.sweep import sweep_ladder_verdict, sweep_verdict
 from helpers.course.verdicts.text import compare, cores_used, efficiency_verdict
 from helpers.course.verdicts.train_resnet18_cifar10 import accuracy_verdict, same_steps_verdict
-from helpers.course.verdicts.train_super_resolution import pipelines_claim_verdict, sr_verdict
+from helpers.course.verdicts.train_super_resolution import (
+    pipelines_claim_verdict,
+    premade_spread_text,
+    sr_verdict,
+)
 from helpers.course.verdicts.your_own_images import reduction_text
 from helpers.pipeline_result import PipelineResult
 from helpers.spread import Spread
@@ -375,6 +379,23 @@ def test_pipelines_claim_verdict_gives_each_side_its_range():
     before, after = _result(10.0, 40.0, 20.0), _result(10.0, 1.0, 60.0)
     text = pipelines_claim_verdict({"before": before, "after": after}, claimed_before=18, claimed_after=25)
     assert "'after' 60.0 (58.8–61.2) images/s against 'before' 20.0 (19.6–20.4), 3.0x (range 2.88–3.12x)" in text
+
+
+def test_pre_made_steps_that_differ_between_turns_are_named_with_their_spread():
+    import dataclasses
+
+    before, after = _result(10.0, 40.0, 20.0), _result(10.0, 1.0, 60.0)
+    apart = {
+        "a": dataclasses.replace(before, premade_step_ms=121.6),
+        "b": dataclasses.replace(after, premade_step_ms=98.9),
+    }
+    text = premade_spread_text(apart)
+    assert text.startswith("The same step on pre-made batches took 121.6 and 98.9 ms") and "23% apart" in text
+    close = {
+        "a": dataclasses.replace(before, premade_step_ms=100.0),
+        "b": dataclasses.replace(after, premade_step_ms=109),
+    }
+    assert premade_spread_text(close) == "" and premade_spread_text({"a": before, "b": after}) == ""
 
 
 def test_sr_verdict_states_the_spread_over_images():

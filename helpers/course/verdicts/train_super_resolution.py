@@ -49,6 +49,20 @@ def pipelines_claim_verdict(measured: dict[str, PipelineResult], *, claimed_befo
     )
 
 
+def premade_spread_text(measured: dict[str, PipelineResult], *, over: float = 0.10) -> str:
+    """05: when the pipelines' pre-made steps (one model, one batch shape) differ by more than `over`, their two times
+    and that each efficiency is read against its own; '' otherwise."""
+    steps = [r.premade_step_ms for r in measured.values() if r.premade_step_ms]
+    if len(steps) < 2 or max(steps) <= (1 + over) * min(steps):
+        return ""
+    times = " and ".join(f"{ms:.1f}" for ms in steps)
+    return (
+        f"The same step on pre-made batches took {times} ms in the two pipelines' turns, "
+        f"{max(steps) / min(steps) - 1:.0%} apart: the spread between blocks on this machine, which each efficiency, "
+        "read against its own turns, carries."
+    )
+
+
 def resize_verdict(rows: Sequence[dict[str, Any]], *, scale: int, published_gap_db: float) -> str:
     """05: how far each library's LR is from the protocol's MATLAB LR, and how much the bicubic baseline moves with
     the library, against the smallest gap between two published methods."""
