@@ -105,7 +105,9 @@ def test_a_busy_machine_is_named_from_half_a_core():
     busy = advice_for("COMPUTE-BOUND", _facts(), other_cores=0.5)
     assert busy[-1] == "- rerun with the other processes stopped to confirm (the machine was busy)."
     assert not any("other processes" in line for line in advice_for("COMPUTE-BOUND", _facts(), other_cores=0.4))
-    assert sum("cores" in line for line in busy) == sum("cores" in line for line in advice_for("COMPUTE-BOUND", _facts()))
+    assert sum("cores" in line for line in busy) == sum(
+        "cores" in line for line in advice_for("COMPUTE-BOUND", _facts())
+    )
 
 
 def test_pin_memory_is_advised_only_for_a_cuda_step_fed_from_the_cpu():

@@ -35,8 +35,10 @@ def show_image_grid(
     titles: Sequence[str] | None = None,
     columns: int = 4,
     cell_inches: float = 2.6,
+    title: str = "",
 ) -> plt.Figure:
-    """Draw images (HWC arrays, PIL images, or CHW tensors) in a grid with optional titles; return the figure."""
+    """Draw images (HWC arrays, PIL images, or CHW tensors) in a grid with optional titles, under `title` (laid out
+    with the rest, so it never overlaps the images' titles); return the figure."""
     if not images:
         raise ValueError("show_image_grid needs at least one image")
     columns = min(columns, len(images))
@@ -48,6 +50,8 @@ def show_image_grid(
             axis.imshow(_as_hwc(images[index]), cmap="gray", interpolation="nearest")
             if titles is not None:
                 axis.set_title(titles[index], fontsize="small")
+    if title:
+        figure.suptitle(textwrap.fill(title, int(12 * columns * cell_inches)))
     figure.tight_layout()
     return figure
 
@@ -106,7 +110,7 @@ def plot_cpu_budget(rows: Sequence[dict], *, cores: int, title: str = "") -> plt
                 for r in rows
                 if (r.get("intra_op_threads") or cores, r["pin_memory"]) == (threads, pinned)
                 and (r["prefetch_factor"] or 2) == 2
-            ),
+            ),  # the line: the default prefetch; other prefetch factors are drawn as marked points below
             key=lambda r: r["num_workers"],
         )
         x = [r["num_workers"] for r in group]
@@ -118,6 +122,12 @@ def plot_cpu_budget(rows: Sequence[dict], *, cores: int, title: str = "") -> plt
             over = [(r["num_workers"], r[key]) for r in group if r["num_workers"] + threads > cores]
             if over:
                 axis.scatter(*zip(*over), s=90, facecolors="white", edgecolors=line[0].get_color(), zorder=3)
+            for r in rows:  # a setting off the line (another prefetch factor): a cross, its factor written beside
+                if (r.get("intra_op_threads") or cores, r["pin_memory"]) == (threads, pinned) and (
+                    r["prefetch_factor"] or 2
+                ) != 2:
+                    axis.scatter(r["num_workers"], r[key], marker="x", s=60, color=line[0].get_color(), zorder=4)
+                    axis.annotate(f" prefetch {r['prefetch_factor']}", (r["num_workers"], r[key]), fontsize="x-small")
     labels = ((rate_axis, "samples/s fed (median, range over repeats)"), (compute_axis, "compute ms per step"))
     for axis, label in labels:
         axis.axvline(cores, color="gray", linestyle="--", label=f"{cores} CPU cores")
@@ -138,9 +148,10 @@ def plot_precisions(results: Sequence[dict], title: str = "", *, memory: bool = 
     time_axis, loss_axis = axes[0], axes[-1]
     names = [r["precision"] + ("" if r["native"] else " (not native)") for r in results]
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"][: len(results)]
-    time_axis.bar(names, [r["step_ms"] for r in results], color=colours)
+    bars = time_axis.bar(names, [r["step_ms"] for r in results], color=colours)
+    time_axis.bar_label(bars, fmt="%.1f", fontsize="small")  # a linear axis, so the bars' lengths compare
     time_axis.set_ylabel("median step ms")
-    time_axis.set_yscale("log")
+    time_axis.margins(y=0.15)
     if memory:
         axes[1].bar(names, [r["extra_mib"] for r in results], color=colours)
         axes[1].set_ylabel("extra device memory, MiB")
@@ -174,8 +185,8 @@ def plot_memory(rows: Sequence[dict], title: str = "") -> plt.Figure:
     axis.set_xticks(x, [f"x{s}" for s in scales])
     axis.set_ylabel("MiB held")
     axis.set_title(title)
-    axis.legend(fontsize="small")
-    figure.tight_layout()
+    axis.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2, frameon=False)
+    figure.tight_layout()  # the legend below the axes: above the bars it covered the tallest
     return figure
 
 
@@ -188,6 +199,8 @@ def plot_timeline(timelines: dict[str, Sequence[dict]], title: str = "") -> plt.
         computes = [(r["start_s"] + r["wait_s"], r["compute_s"]) for r in rows]
         axis.broken_barh(waits, (band - 0.35, 0.7), color="tab:red", label="waiting for data" if band == 0 else None)
         axis.broken_barh(computes, (band - 0.35, 0.7), color="tab:blue", label="step" if band == 0 else None)
+        # a wait of a millisecond is narrower than a pixel at this scale: a red tick on each wait keeps it in view
+        axis.vlines([start for start, wait in waits if wait > 0], band + 0.35, band + 0.5, color="tab:red", lw=1)
     axis.set_yticks(range(len(timelines)), [textwrap.fill(n, 28) for n in reversed(list(timelines))])
     axis.set_xlabel("seconds since the first timed step")
     axis.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=2, fontsize="small", frameon=False)
