@@ -21,6 +21,7 @@ Needs: torch.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import logging
@@ -30,7 +31,7 @@ import subprocess
 import sysconfig
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -241,11 +242,14 @@ def measure_speedups(
                 rows.append({"name": name, "skipped": unmeasured})
                 continue
             torch.manual_seed(0)
+            if options.compile:  # each compile row starts cold, not from the graphs the row before compiled
+                torch._dynamo.reset()
             step, notes = build_fast_step(build(), loss_fn, device=device, precision=precision, options=options)
             start = time.perf_counter()
             try:
-                for _ in range(startup_calls):
-                    step(*example)
+                with _no_compile_cache(options.compile):
+                    for _ in range(startup_calls):
+                        step(*example)
             except Exception as error:  # noqa: BLE001 (a compiler that fails here, e.g. on a full disk, skips its row)
                 if not options.compile:
                     raise
@@ -261,6 +265,19 @@ def measure_speedups(
     finally:
         torch.backends.cudnn.benchmark = benchmark_before
     return _with_payback(rows, times)
+
+
+@contextlib.contextmanager
+def _no_compile_cache(compiling: bool) -> Iterator[None]:
+    """Inductor's on-disk graph cache off while a compile row's start-up is timed: a graph an earlier row (or an
+    earlier run) compiled would make its start-up look free, where a reader's first run pays it in full."""
+    if not compiling:
+        yield
+        return
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(fx_graph_cache=False):
+        yield
 
 
 def _unmeasured(options: SpeedUps, device: torch.device, skip_compile: str | None) -> str | None:

@@ -210,3 +210,21 @@ class TestOptionsHandedOn:
             False,
             False,
         )
+
+
+def test_each_compile_row_starts_cold(monkeypatch):
+    from helpers import speedups
+
+    events: list[str] = []
+    monkeypatch.setattr(speedups, "compiler_status", lambda device_type: (True, "stubbed"))
+    monkeypatch.setattr(speedups.torch._dynamo, "reset", lambda: events.append("reset"))
+
+    def fake_compile(model=None, **kwargs):  # also used as @torch.compile(fullgraph=False)
+        events.append("compile")
+        return model if model is not None else (lambda function: function)
+
+    monkeypatch.setattr(speedups.torch, "compile", fake_compile)
+    rows = measure_speedups(_net, _example(), nn.CrossEntropyLoss(), device="cpu", rounds=2, per_round=1)
+    compiled = [r["name"] for r in rows if "compile" in r["name"] and "skipped" not in r]
+    assert len(compiled) == 2 and events.count("reset") == 2
+    assert events[0] == "reset" and events.index("reset", 1) > 1  # a reset before each compile row's build
