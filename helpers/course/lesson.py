@@ -88,7 +88,8 @@ def set_lesson_threads(busy: int | None = None) -> str:
     line = f"CPU budget: {threads} intra-op thread{'s' * (threads != 1)} on {cores} usable cores"
     if busy:
         line += (
-            f"; other processes kept {busy} of them busy as the lesson started, so the lesson leaves them those "
-            "(threads that share a core with a busy process wait for it at every operator)"
+            f"; other processes kept {busy} of them busy as the lesson started, so the step's threads keep off "
+            f"{'it' if busy == 1 else 'them'} (a thread sharing a core with a busy process waits for it at every "
+            "operator); DataLoader workers are budgeted where a lesson starts them"
         )
     return line
