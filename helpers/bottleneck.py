@@ -7,7 +7,7 @@ contradict them: a wait printed as 10% is a wait of 10%, whatever the digits aft
 
     >>> shares = Shares.of(wait_ms=0.2, compute_ms=119.0, premade_ms=100.0)
     >>> shares.wait_pct, shares.slower_pct, shares.efficiency, classify(shares)
-    (0, 19, 0.84, 'LOADER COMPETES WITH THE STEP')
+    (0, 16, 0.84, 'LOADER COMPETES WITH THE STEP')
 
 Copy alone.
 Needs: the standard library only.
@@ -35,10 +35,11 @@ NEAR = 1.5  # a deciding number under NEAR x its threshold is close to the line:
 class Shares:
     """One measurement as it is printed: each part of a fed step as a whole percentage, the efficiency to two places.
 
-    `wait_pct`: data-wait, percent of a fed step (wait + compute). `slower_pct`: how much longer the fed step's compute
-    is than a pre-made step's, percent of the pre-made step (None without one; negative when faster). `copy_pct`: the
-    host-to-device copy of one batch, percent of a fed step (None when not measured: a CPU step copies nothing).
-    The milliseconds keep the size of each cost, so the largest one names the bottleneck."""
+    Every share is a percentage of the same thing, a fed step (wait + compute), so the costs compare as printed.
+    `wait_pct`: the data-wait. `slower_pct`: the fed step's compute beyond a pre-made step's (None without a pre-made
+    step; negative when the fed compute was the shorter). `copy_pct`: the host-to-device copy of one batch (None when
+    not measured: a CPU step copies nothing). The milliseconds keep the size of each cost, so the largest one names
+    the bottleneck."""
 
     wait_pct: int
     slower_pct: int | None
@@ -68,7 +69,7 @@ class Shares:
         fetch = max(0.0, wait_ms - (copy_ms or 0.0)) if copy_in_wait else wait_ms
         return cls(
             wait_pct=round(100 * wait_ms / fed),
-            slower_pct=round(100 * slower / premade_ms) if premade_ms else None,
+            slower_pct=round(100 * slower / fed) if premade_ms else None,
             copy_pct=round(100 * copy_ms / fed) if copy_ms is not None else None,
             efficiency=round(efficiency, 2),
             wait_ms=fetch,
@@ -77,7 +78,7 @@ class Shares:
         )
 
     def costs(self) -> dict[str, float]:
-        """Each cost the loader puts on the step, in ms, where it reaches SIGNIFICANT_PCT of its reference."""
+        """Each cost the loader puts on the step, in ms, where it reaches SIGNIFICANT_PCT of a fed step."""
         found = {}
         if self.wait_pct >= SIGNIFICANT_PCT and self.wait_ms > 0:
             found[INPUT_BOUND] = self.wait_ms
@@ -169,8 +170,7 @@ def shares_text(shares: Shares, *, copy_in_wait: bool = False) -> str:
     """The shares as the headline prints them, beside the label they decided."""
     parts = [f"{shares.wait_pct}% of each fed step waits for data"]
     if shares.slower_pct is not None:
-        more = f"{shares.slower_pct}% longer" if shares.slower_pct >= 0 else f"{-shares.slower_pct}% shorter"
-        parts.append(f"the fed step's compute took {more} than on pre-made batches")
+        parts.append(_slowdown_text(shares.slower_pct))
     if shares.copy_pct is not None:
         where = "inside that wait" if copy_in_wait else "inside the step"
         parts.append(f"copying one batch to the device takes {shares.copy_pct}% of a fed step ({where})")
@@ -183,9 +183,18 @@ def reason_text(label: str, shares: Shares) -> str:
     if label == INPUT_BOUND:
         return f"{shares.wait_pct}% of each fed step waits for data"
     if label == COMPETES and shares.slower_pct is not None:
-        return f"the step runs {shares.slower_pct}% slower beside the loader"
+        return _slowdown_text(shares.slower_pct)
     if label == TRANSFER_BOUND and shares.copy_pct is not None:
         return f"the copy takes {shares.copy_pct}% of a fed step"
     if label == COMPUTE_BOUND:
         return f"no cost of the loader reaches {SIGNIFICANT_PCT}% of a step (efficiency {shares.efficiency:.2f})"
     return "nothing was measured to decide on"
+
+
+def _slowdown_text(pct: int) -> str:
+    """The step's slowdown beside the loader, as a share of a fed step like the wait and the copy."""
+    if pct > 0:
+        return f"the step's slowdown beside the loader is {pct}% of each fed step"
+    if pct < 0:
+        return f"the step ran faster beside the loader than on pre-made batches (by {-pct}% of a fed step)"
+    return "the step ran as fast beside the loader as on pre-made batches"
