@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch._inductor.config as inductor_config
 from torch import nn
 
 from .precision import interleaved_times
@@ -274,8 +275,6 @@ def _no_compile_cache(compiling: bool) -> Iterator[None]:
     if not compiling:
         yield
         return
-    import torch._inductor.config as inductor_config
-
     with inductor_config.patch(fx_graph_cache=False):
         yield
 
