@@ -170,18 +170,18 @@ def _efficiency(fed: Spread, premade: Spread, per_round: tuple[float, float]) ->
 
 
 def _median_round_ms(probe: PipelineProbe, fed_median: float, premade_median: float) -> tuple[float, float, float]:
-    """(data-wait, compute, pre-made step) ms of the rounds whose fed and pre-made rates are the medians the table
-    prints: their wait + compute is the fed median's step and their pre-made step the pre-made median's, so the
-    columns give the efficiency beside them (pooled means would not, when one round ran slow)."""
-    fed_rates, premade_rates = probe.rates("fed"), probe.rates("premade")
-    k = min(range(len(fed_rates)), key=lambda i: abs(fed_rates[i] - fed_median))
-    j = min(range(len(premade_rates)), key=lambda i: abs(premade_rates[i] - premade_median))
-    seconds, samples = probe.premade[j]
-    return (
-        1000 * statistics.fmean(probe.waits[k]),
-        1000 * statistics.fmean(probe.computes[k]),
-        1000 * seconds / samples * probe.batch_samples,
-    )
+    """(data-wait, compute, pre-made step) ms that the printed medians imply: the fed median's step split into wait and
+    compute as the median round (the two middle rounds' mean, for an even count) split it, and the pre-made median's
+    step. So the columns give the efficiency beside them, whatever the count of rounds (pooled means would not, when
+    one round ran slow)."""
+    fed_rates = probe.rates("fed")
+    order = sorted(range(len(fed_rates)), key=lambda i: fed_rates[i])
+    middle = {order[(len(order) - 1) // 2], order[len(order) // 2]}
+    waits = statistics.fmean(statistics.fmean(probe.waits[i]) for i in middle)
+    computes = statistics.fmean(statistics.fmean(probe.computes[i]) for i in middle)
+    fed_step = 1000 * probe.batch_samples / fed_median
+    share = waits / (waits + computes) if waits + computes > 0 else 0.0
+    return share * fed_step, (1 - share) * fed_step, 1000 * probe.batch_samples / premade_median
 
 
 def _row(turn: _Turn, cores: int) -> LadderRow:

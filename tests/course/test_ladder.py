@@ -232,3 +232,24 @@ def test_each_rungs_peak_device_memory_is_its_own(monkeypatch):
         [rung("a", 4000, 300), rung("b", 1000, 800)], device=torch.device("cpu"), rounds=3, turn_s=0.01
     )
     assert [(row.peak_device_mib or 0) * 2**20 for row in rows] == [4300, 1800]
+
+
+def test_the_ms_columns_add_up_to_the_printed_rates_with_an_even_count_of_rounds():
+    # reader 3, 07 'post': 4 of 5 rounds ran, the medians averaged two rounds and the ms came from one
+    from types import SimpleNamespace
+
+    import pytest
+
+    from helpers.course.ladder import _median_round_ms
+
+    fed = [8.0, 9.0, 10.0, 12.0]  # samples/s per round; batch 16
+    probe = SimpleNamespace(
+        rates=lambda kind: fed,
+        waits=[[0.2], [0.1], [0.05], [0.02]],
+        computes=[[1.8], [1.7], [1.55], [1.3]],
+        batch_samples=16,
+    )
+    wait, compute, premade = _median_round_ms(probe, 9.5, 14.0)
+    assert wait + compute == pytest.approx(16_000 / 9.5) and premade == pytest.approx(16_000 / 14.0)
+    assert wait / (wait + compute) == pytest.approx(0.075 / (0.075 + 1.625))  # the two middle rounds' split
+    assert premade / (wait + compute) == pytest.approx(9.5 / 14.0)  # so the columns give fed / pre-made
