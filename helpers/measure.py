@@ -346,6 +346,7 @@ class PipelineProbe:
             data_wait_ms_range=waits.range,
             compute_ms_range=computes.range,
             load=self.meter.total(),
+            fed_blocks=tuple(fed_rates),
         )
 
 

@@ -40,6 +40,7 @@ class PipelineResult:
     data_wait_ms_range: tuple[float, float] | None = None  # lowest and highest fed block's mean data-wait
     compute_ms_range: tuple[float, float] | None = None  # lowest and highest fed block's mean compute
     load: LoadReading | None = None  # what the rest of the machine used during the measured blocks
+    fed_blocks: tuple[float, ...] = ()  # each fed block's samples/s in block order (pipelines measured alike pair)
 
     @property
     def data_wait_fraction(self) -> float:
@@ -48,7 +49,11 @@ class PipelineResult:
 
     @property
     def fed(self) -> Spread:
-        """Fed samples/s with its range over blocks."""
+        """Fed samples/s with its range over blocks; block by block where recorded, so that a ratio to a pipeline
+        measured in the same interleaved blocks (measure_pipelines) pairs them."""
+        if len(self.fed_blocks) >= 2:
+            blocks = self.fed_blocks
+            return Spread(self.fed_samples_per_s, min(blocks), max(blocks), len(blocks), tuple(blocks))
         return Spread.around(self.fed_samples_per_s, self.fed_samples_per_s_range)
 
     @property

@@ -89,8 +89,9 @@ class Spread:
         return ratio.low <= 1.0 <= ratio.high
 
     def per(self, count: float) -> Spread:
-        """Every value divided by `count`: samples/s per batch of `count` samples, say."""
-        return Spread(self.median / count, self.low / count, self.high / count, self.n)
+        """Every value divided by `count`: samples/s per batch of `count` samples, say (its rounds too, so it pairs)."""
+        rounds = tuple(value / count for value in self.rounds)
+        return Spread(self.median / count, self.low / count, self.high / count, self.n, rounds)
 
     def text(self, digits: int = 0, unit: str = "") -> str:
         """'400 (380–420)', with `unit` after the value ('35.5 ms (35.0–36.0)'); the value alone for one measurement."""

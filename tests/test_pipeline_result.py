@@ -18,3 +18,16 @@ def test_the_older_names_read_the_fed_and_pre_made_numbers():
 
 def test_a_step_that_took_no_time_waits_no_share_of_it():
     assert PipelineResult(1.0, 1.0, 1.0, 0.0, 0.0, 1, 1.0, None).data_wait_fraction == 0.0
+
+
+def test_pipelines_measured_in_the_same_blocks_compare_block_by_block():
+    # reader 3, 05 and 08: blocks measured interleaved were compared lowest over highest, a range wide enough to tie
+    def result(pooled, blocks):
+        return PipelineResult(pooled, 2 * pooled, 0.5, 1.0, 9.0, 30, 100.0, None, fed_blocks=blocks)
+
+    a, b = result(150.0, (145.0, 175.0, 150.0)), result(100.0, (108.0, 110.0, 89.0))
+    ratio = a.fed.ratio(b.fed)
+    assert a.fed.pairs_with(b.fed) and a.fed.median == 150.0  # the pooled rate, as printed
+    assert (round(ratio.low, 3), round(ratio.high, 3)) == (1.343, 1.685)  # 145/108 and 150/89, not 145/110-175/89
+    alone = PipelineResult(150.0, 300.0, 0.5, 1.0, 9.0, 30, 100.0, None, fed_samples_per_s_range=(145.0, 175.0))
+    assert not alone.fed.pairs_with(b.fed)

@@ -104,3 +104,9 @@ class TestTheOneNoiseRule:
         assert not Spread.paired([1.0, 2.0]).pairs_with(Spread.paired([1.0, 2.0, 3.0]))
         assert not Spread.paired([1.0]).pairs_with(Spread.paired([2.0]))
         assert Spread.paired([1.0, 2.0]) == Spread.of([1.0, 2.0])  # the rounds do not change what a spread is
+
+
+def test_a_spread_per_batch_keeps_its_rounds_so_it_still_pairs():
+    a, b = Spread.paired([10.0, 20.0, 30.0]), Spread.paired([12.0, 18.0, 33.0])
+    assert a.per(2).pairs_with(b.per(2)) and a.per(2).rounds == (5.0, 10.0, 15.0)
+    assert a.per(2).ratio(b.per(2)) == a.ratio(b)
