@@ -25,7 +25,7 @@ from helpers.course.verdicts.text import compare, cores_used, efficiency_verdict
 from helpers.course.verdicts.train_resnet18_cifar10 import accuracy_verdict, same_steps_verdict
 from helpers.course.verdicts.train_super_resolution import (
     pipelines_claim_verdict,
-    premade_spread_text,
+    pipelines_table_notes,
     sr_verdict,
 )
 from helpers.course.verdicts.your_own_images import reduction_text
@@ -381,21 +381,35 @@ def test_pipelines_claim_verdict_gives_each_side_its_range():
     assert "'after' 60.0 (58.8–61.2) images/s against 'before' 20.0 (19.6–20.4), 3.0x (range 2.88–3.12x)" in text
 
 
-def test_pre_made_steps_that_differ_between_turns_are_named_with_their_spread():
+def test_the_table_notes_name_differing_pre_mades_and_columns_off_the_efficiency():
     import dataclasses
 
     before, after = _result(10.0, 40.0, 20.0), _result(10.0, 1.0, 60.0)
-    apart = {
-        "a": dataclasses.replace(before, premade_step_ms=121.6),
-        "b": dataclasses.replace(after, premade_step_ms=98.9),
+    apart = {  # columns agree with each efficiency; the two pre-made steps are 23% apart
+        "a": dataclasses.replace(
+            before, premade_step_ms=121.6, data_wait_ms=1.0, compute_ms=159.0, pipeline_efficiency=0.76
+        ),
+        "b": dataclasses.replace(
+            after, premade_step_ms=98.9, data_wait_ms=1.0, compute_ms=98.0, pipeline_efficiency=1.0
+        ),
     }
-    text = premade_spread_text(apart)
-    assert text.startswith("The same step on pre-made batches took 121.6 and 98.9 ms") and "23% apart" in text
+    notes = pipelines_table_notes(apart)
+    assert len(notes) == 1 and notes[0].startswith("The same step on pre-made batches took 121.6 and 98.9 ms")
+    assert "23% apart" in notes[0]
+    off = {
+        "a": dataclasses.replace(
+            before, premade_step_ms=118.1, data_wait_ms=7.0, compute_ms=151.9, pipeline_efficiency=0.78
+        )
+    }
+    assert pipelines_table_notes(off) == [
+        "'a': pre-made / (wait + compute) is 0.74 against its efficiency 0.78, the median of its block pairs' "
+        "ratios: the ms are means over every step, where a slow block weighs in."
+    ]
     close = {
-        "a": dataclasses.replace(before, premade_step_ms=100.0),
-        "b": dataclasses.replace(after, premade_step_ms=109),
+        "a": dataclasses.replace(before, premade_step_ms=100.0, data_wait_ms=1.0, compute_ms=99.0),
+        "b": dataclasses.replace(after, premade_step_ms=109.0, data_wait_ms=1.0, compute_ms=108.0),
     }
-    assert premade_spread_text(close) == "" and premade_spread_text({"a": before, "b": after}) == ""
+    assert pipelines_table_notes(close) == []
 
 
 def test_sr_verdict_states_the_spread_over_images():

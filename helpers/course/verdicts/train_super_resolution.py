@@ -49,18 +49,28 @@ def pipelines_claim_verdict(measured: dict[str, PipelineResult], *, claimed_befo
     )
 
 
-def premade_spread_text(measured: dict[str, PipelineResult], *, over: float = 0.10) -> str:
-    """05: when the pipelines' pre-made steps (one model, one batch shape) differ by more than `over`, their two times
-    and that each efficiency is read against its own; '' otherwise."""
+def pipelines_table_notes(measured: dict[str, PipelineResult], *, over: float = 0.10, off: float = 0.03) -> list[str]:
+    """05: what a reader checking the table's columns needs: where pre-made / (wait + compute) is more than `off` from
+    a row's efficiency, why (the efficiency is the median of the block pairs' ratios, the ms means over every step);
+    and when the pipelines' pre-made steps (one model, one batch shape) differ by more than `over`, their times."""
+    notes = []
+    for name, r in measured.items():
+        columns = r.premade_step_ms / (r.data_wait_ms + r.compute_ms) if r.premade_step_ms else None
+        if columns is not None and abs(columns - r.pipeline_efficiency) > off:
+            notes.append(
+                f"'{name}': pre-made / (wait + compute) is {columns:.2f} against its efficiency "
+                f"{r.pipeline_efficiency:.2f}, the median of its block pairs' ratios: the ms are means over every "
+                "step, where a slow block weighs in."
+            )
     steps = [r.premade_step_ms for r in measured.values() if r.premade_step_ms]
-    if len(steps) < 2 or max(steps) <= (1 + over) * min(steps):
-        return ""
-    times = " and ".join(f"{ms:.1f}" for ms in steps)
-    return (
-        f"The same step on pre-made batches took {times} ms in the two pipelines' turns, "
-        f"{max(steps) / min(steps) - 1:.0%} apart: the spread between blocks on this machine, which each efficiency, "
-        "read against its own turns, carries."
-    )
+    if len(steps) >= 2 and max(steps) > (1 + over) * min(steps):
+        times = " and ".join(f"{ms:.1f}" for ms in steps)
+        notes.append(
+            f"The same step on pre-made batches took {times} ms in the two pipelines' turns, "
+            f"{max(steps) / min(steps) - 1:.0%} apart: the spread between blocks on this machine, which each "
+            "efficiency, read against its own turns, carries."
+        )
+    return notes
 
 
 def resize_verdict(rows: Sequence[dict[str, Any]], *, scale: int, published_gap_db: float) -> str:
