@@ -22,6 +22,7 @@ from ..loading import DeviceTensorLoader, make_loader
 from ..loadmeter import busy_cores, cpu_budget, intra_op_threads
 from ..measure import seconds_per_call
 from ..models import build_model, describe_model
+from ..step import TrainStep
 from .baselines import (
     export_image_folder,
     native_size_transform,
@@ -41,17 +42,26 @@ def seed_post_batch(
     wanted: int,
     step_s: float | None = None,
     threads: int | None = None,
+    precision: str | None = None,
 ) -> tuple[int, str]:
     """The batch the post's 224-px pipeline can train at here: one step measured, scaled to the free memory (halved
     on a CUDA out-of-memory error) and, with `step_s`, to a step of at most about that many seconds (timed at a
     representative batch after a warm-up, checked at the batch chosen; the sentence gives the predicted step time),
-    timed with `threads` intra-op threads when given (the rung's CPU budget, so the prediction is for its step)."""
+    timed with `threads` intra-op threads when given (the rung's CPU budget, so the prediction is for its step), and in
+    `precision` when given (a TrainStep in channels_last, as a lesson that trains in that precision times it; else
+    the ladder's fp32 classification step)."""
     torch.manual_seed(0)
-    step = classification_train_step(model().to(device))
+    net = model().to(device)
+    if precision is None:
+        plain = classification_train_step(net)
+        step: Callable[[torch.Tensor, torch.Tensor], Any] = lambda images, labels: plain((images, labels))  # noqa: E731
+    else:
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+        step = TrainStep(net, optimizer, nn.CrossEntropyLoss(), device=device, precision=precision, channels_last=True)
 
     def run(batch: int) -> None:
         images = torch.randn(batch, 3, 224, 224, device=device)
-        step((images, torch.randint(0, 10, (batch,), device=device)))
+        step(images, torch.randint(0, 10, (batch,), device=device))
 
     batch, why = batch_that_fits(run, wanted=wanted, device=device)
     if step_s is not None:

@@ -97,3 +97,26 @@ def test_the_posts_batch_is_timed_with_the_rungs_threads_and_says_its_predicted_
     batch, why = seed_post_batch(model, device=torch.device("cpu"), wanted=4, step_s=10.0, threads=1)
     assert batch == 4 and "predicted step" in why and "with the rung's 1 intra-op thread" in why
     assert threads_seen[-3:] == [1, 1, 1] and torch.get_num_threads() == before  # warm-up, probe, check; restored
+
+
+def test_the_post_batch_is_timed_in_the_precision_the_lesson_trains_in():
+    # reader 3, 06: the batch was sized on an fp32 step while the comparison trained in bf16 (0.89 s against 0.49 s)
+    from torch import nn
+
+    from helpers.course.ladder_cifar import seed_post_batch
+
+    dtypes: list[torch.dtype] = []
+
+    class Recorder(nn.Module):
+        def forward(self, x):
+            dtypes.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else x.dtype)
+            return x
+
+    def model():
+        return nn.Sequential(Recorder(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 10))
+
+    seed_post_batch(model, device=torch.device("cpu"), wanted=2, step_s=10.0, precision="bf16")
+    assert dtypes and set(dtypes) == {torch.bfloat16}
+    dtypes.clear()
+    seed_post_batch(model, device=torch.device("cpu"), wanted=2, step_s=10.0)
+    assert set(dtypes) == {torch.float32}
