@@ -187,7 +187,7 @@ def reason_text(label: str, shares: Shares) -> str:
     if label == TRANSFER_BOUND and shares.copy_pct is not None:
         return f"the copy takes {shares.copy_pct}% of a fed step"
     if label == COMPUTE_BOUND:
-        return f"no cost of the loader reaches {SIGNIFICANT_PCT}% of a step (efficiency {shares.efficiency:.2f})"
+        return f"no cost of the loader reaches {SIGNIFICANT_PCT}% of a step, at efficiency {shares.efficiency:.2f}"
     return "nothing was measured to decide on"
 
 

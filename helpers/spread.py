@@ -99,6 +99,12 @@ class Spread:
         return value if self.n == 1 else f"{value} ({self.low:.{digits}f}–{self.high:.{digits}f})"
 
 
+def _bound(value: float) -> str:
+    """A range's end to two places, or three where two would print 1.00 for a value that is not 1: the side of 1 it
+    lies on decides "within the noise", so the printed digits must show it."""
+    return f"{value:.3f}" if f"{value:.2f}" == "1.00" and value != 1.0 else f"{value:.2f}"
+
+
 def ratio_text(ratio: float) -> str:
     """A ratio as a reader says it: '3.2x' or '0.60x (less)' (never '1.00x (less)')."""
     return f"{ratio:.1f}x" if round(ratio, 2) >= 1 else f"{ratio:.2f}x (less)"
@@ -122,7 +128,7 @@ def ratio_spread_text(ratio: Spread, *, paired: bool = False) -> str:
     if ratio.median >= 1 and not ratio.low <= round(ratio.median, 1) <= ratio.high:  # one place would leave the range
         shown = f"{ratio.median:.2f}x"
     over = f" over {ratio.n} paired rounds" if paired and ratio.n else ""
-    text = f"{shown} (range {ratio.low:.2f}–{ratio.high:.2f}x{over})"
+    text = f"{shown} (range {_bound(ratio.low)}–{_bound(ratio.high)}x{over})"
     return f"{WITHIN_NOISE}: measured {text}" if ratio.low <= 1.0 <= ratio.high else text
 
 
@@ -146,4 +152,4 @@ def efficiency_text(efficiency: Spread, *, short: bool = False) -> str:
         if short:
             return f"{median:.2f} ({low:.2f}–1.0 within noise; max {high:.2f})"
         return f"{median:.2f} ({low:.2f}–1.0 within the noise; highest block measured {high:.2f})"
-    return f"{median:.2f} ({low:.2f}–{high:.2f})"
+    return f"{median:.2f} ({_bound(low)}–{_bound(high)})"

@@ -125,5 +125,5 @@ def test_each_label_gives_the_number_it_rests_on():
     assert reason_text(INPUT_BOUND, shares) == "9% of each fed step waits for data"
     assert reason_text(COMPETES, shares) == "the step's slowdown beside the loader is 15% of each fed step"
     assert reason_text(TRANSFER_BOUND, shares) == "the copy takes 11% of a fed step"
-    assert reason_text(COMPUTE_BOUND, shares) == "no cost of the loader reaches 10% of a step (efficiency 0.76)"
+    assert reason_text(COMPUTE_BOUND, shares) == "no cost of the loader reaches 10% of a step, at efficiency 0.76"
     assert reason_text(COMPETES, Shares.of(1.0, 1.0, 0.0)) == "nothing was measured to decide on"

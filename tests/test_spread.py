@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.spread import WITHIN_NOISE, Spread, compare_text, efficiency_text, ratio_text
+from helpers.spread import WITHIN_NOISE, Spread, _bound, compare_text, efficiency_text, ratio_spread_text, ratio_text
 
 
 def test_a_spread_is_the_median_lowest_highest_and_count_of_its_values():
@@ -110,3 +110,10 @@ def test_a_spread_per_batch_keeps_its_rounds_so_it_still_pairs():
     a, b = Spread.paired([10.0, 20.0, 30.0]), Spread.paired([12.0, 18.0, 33.0])
     assert a.per(2).pairs_with(b.per(2)) and a.per(2).rounds == (5.0, 10.0, 15.0)
     assert a.per(2).ratio(b.per(2)) == a.ratio(b)
+
+
+def test_a_range_end_next_to_one_shows_which_side_it_lies_on():
+    # reader 3: "1.1x (range 1.00–1.26x)" was not within the noise: its low end was 1.003
+    assert "(range 1.003–1.26x)" in ratio_spread_text(Spread(1.1, 1.003, 1.26))
+    assert efficiency_text(Spread(0.98, 0.93, 0.998)) == "0.98 (0.93–0.998)"
+    assert "(range 0.95–1.05x)" in ratio_spread_text(Spread(1.0, 0.95, 1.05)) and _bound(1.0) == "1.00"

@@ -271,7 +271,7 @@ def folder_ladder(
     ahead = 2 * workers
     return [
         Rung(
-            f"the post: ImageFolder + PIL per sample, RandomResizedCrop({size}) + flip + ColorJitter, {workers} workers",
+            f"the post: ImageFolder + PIL per sample, RandomResizedCrop({size}) + flip + ColorJitter, {workers} worker{'s' * (workers != 1)}",
             post,
             model,
             workers,
@@ -281,7 +281,7 @@ def folder_ladder(
         ),
         Rung(
             f"PIL decodes the crop box first (at reduced size where the box allows), crop + flip in {workers} "
-            "workers; jitter moved to the device",
+            f"worker{'s' * (workers != 1)}; jitter moved to the device",
             reduced,
             model,
             workers,
@@ -290,7 +290,7 @@ def folder_ladder(
             role="box first",
         ),
         Rung(
-            f"pre-resized uint8 store (short side {store.meta['short_side']}), crop + flip in {workers} workers; "
+            f"pre-resized uint8 store (short side {store.meta['short_side']}), crop + flip in {workers} worker{'s' * (workers != 1)}; "
             "jitter on the device",
             stored,
             model,
@@ -309,7 +309,7 @@ def folder_ladder(
             role="whole-JPEG batch",
         ),
         Rung(
-            f"WebDataset shards ({len(shards)}), box-first decoding in {workers} workers; jitter on the device",
+            f"WebDataset shards ({len(shards)}), box-first decoding in {workers} worker{'s' * (workers != 1)}; jitter on the device",
             sharded,
             model,
             workers,

@@ -85,12 +85,17 @@ def run_recipe(
     )
 
 
+def _seconds(value: float) -> str:
+    """Seconds to whole seconds, or to a tenth under 10 s (a smoke run's 0.4 s is not '0 s')."""
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+
+
 def run_summary(history: list[dict[str, Any]], recipe: Recipe) -> str:
     """How the run went against its plan: steps trained, seconds, and whether the time cap cut it short."""
     last = history[-1]
-    text = f"{last['optimizer_steps']} of {recipe.steps} planned optimizer steps in {last['trained_seconds']:.0f} s"
+    text = f"{last['optimizer_steps']} of {recipe.steps} planned optimizer steps in {_seconds(last['trained_seconds'])}"
     if recipe.expected_s is not None:
-        text += f" (calibrated: about {recipe.expected_s:.0f} s)"
+        text += f" (calibrated: about {_seconds(recipe.expected_s)})"
     if last.get("time_capped"):
         text += (
             f"; CUT BY THE TIME CAP of {recipe.time_limit_s:.0f} s before its planned steps: the score below is "

@@ -91,8 +91,8 @@ def plan_run(
     why = "fixed in this profile" if budget_s is None else f"what fits a budget of {budget_s:.0f} s"
     cap = " (the profile's most)" if budget_s is not None and steps == max_steps else ""
     words = (
-        f"{steps} optimizer steps, {why}{cap} at the fastest calibrated step, {1000 * low:.1f} ms (so the same "
-        f"model on a busy machine); at the median step, {1000 * typical:.1f} ms, about {steps * typical:.0f} s "
+        f"{steps} optimizer steps, {why}{cap} at the fastest calibrated step, {1000 * low:.1f} ms (so that a busy "
+        f"machine trains the same model as a quiet one); at the median step, {1000 * typical:.1f} ms, about {steps * typical:.0f} s "
         f"of training; the run trains exactly these steps, cut only past {CAP_FACTOR}x that time (choosing the "
         f"precision cost {choice.cost_s:.1f} s)"
     )

@@ -48,6 +48,9 @@ def test_a_run_cut_by_its_cap_says_so_beside_its_score():
     )
     cut = run_summary([{"optimizer_steps": 61, "trained_seconds": 60.0, "time_capped": True}], recipe)
     assert "61 of 100 planned" in cut and "CUT BY THE TIME CAP of 60 s" in cut
+    smoke = SimpleNamespace(steps=4, expected_s=0.3, time_limit_s=60.0)  # reader 3: "in 0 s (calibrated: about 0 s)"
+    quick = run_summary([{"optimizer_steps": 4, "trained_seconds": 0.4, "time_capped": False}], smoke)
+    assert quick.startswith("4 of 4 planned optimizer steps in 0.4 s (calibrated: about 0.3 s)")
 
 
 def test_the_cli_says_its_score_in_a_sentence_against_its_baseline():

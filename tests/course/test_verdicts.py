@@ -484,6 +484,17 @@ def test_doctor_change_verdict_reads_fed_rates_with_their_ranges():
     tied = doctor_change_verdict(before, close, change="x")
     assert "within the noise of this machine: measured 1.1x (range 0.86–1.33x)" in tied
     assert "cannot tell 'with x' and 'before' apart" in tied
+    # reader 3, 01: compute-bound before and input-bound after, a tie between them: the numbers either side of the line
+    from helpers.bottleneck import Shares
+
+    quiet = SimpleNamespace(fed_samples_per_s=Spread(10.0, 9.0, 11.0, 3), verdict="COMPUTE-BOUND")
+    quiet.shares = Shares.of(9.3, 90.7, 92.0)
+    waits = SimpleNamespace(fed_samples_per_s=Spread(10.5, 9.5, 12.0, 3), verdict="INPUT-BOUND")
+    waits.shares = Shares.of(10.1, 89.9, 88.0)
+    flipped = doctor_change_verdict(quiet, waits, change="x")
+    assert "compute-bound before (no cost of the loader reaches 10% of a step" in flipped
+    assert "input-bound after (10% of each fed step waits for data): either side of a line" in flipped
+    assert "(" not in doctor_change_verdict(before, after, change="y").split("The doctor read")[1]
 
 
 def test_a_tie_says_which_candidate_the_course_keeps_and_why_when_given():

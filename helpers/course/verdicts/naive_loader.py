@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...bottleneck import reason_text
 from ...diagnosis import Diagnosis
 from ...spread import ratio_text
 from .text import compare
@@ -45,10 +46,15 @@ def doctor_change_verdict(before: Diagnosis, after: Diagnosis, *, change: str) -
     from helpers.doctor.diagnose)."""
     a, b = after.fed_samples_per_s, before.fed_samples_per_s
     ratio = compare(a, b, pick=(f"with {change}", "before"))
+    read = f"{before.verdict.lower()} before and {after.verdict.lower()} after"
+    if before.verdict != after.verdict and a.ties(b):  # the same loop, either side of a label's line
+        read = (
+            f"{before.verdict.lower()} before ({reason_text(before.verdict, before.shares)}) and "
+            f"{after.verdict.lower()} after ({reason_text(after.verdict, after.shares)}): either side of a line"
+        )
     return (
         f"With {change}, the loop was fed {a.text(1, unit='samples/s')} against {b.text(1)} "
-        f"before (medians over block pairs): {ratio}. The doctor read "
-        f"{before.verdict.lower()} before and {after.verdict.lower()} after."
+        f"before (medians over block pairs): {ratio}. The doctor read {read}."
     )
 
 
