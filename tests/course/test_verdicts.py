@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from types import SimpleNamespace
 
+import torch
+
 from helpers.course.ladder_row import LadderRow
 from helpers.course.verdicts.gpu_augmentation import augmentation_claim_verdict, loader_pair_verdict
 from helpers.course.verdicts.ladder import ladder_verdict
@@ -24,6 +26,7 @@ from helpers.course.verdicts.sweep import sweep_ladder_verdict, sweep_verdict
 from helpers.course.verdicts.text import compare, cores_used, efficiency_verdict
 from helpers.course.verdicts.train_resnet18_cifar10 import accuracy_verdict, same_steps_verdict
 from helpers.course.verdicts.train_super_resolution import (
+    batch_layout,
     pipelines_claim_verdict,
     pipelines_table_notes,
     sr_verdict,
@@ -368,7 +371,7 @@ def test_gan_verdict_reports_the_measured_direction_with_ranges():
     # the contradiction a reader found: prose said the GAN step costs more compute; the run measured less
     g, shared, second = _result(1511.0, 1.0, 10.0), _result(481.0, 1.0, 30.0), _result(500.0, 1.2, 28.0, spread=0.1)
     text = gan_verdict({"G": g, "GAN shared": shared, "GAN second": second}, batch=16)
-    assert "the GAN against the generator alone: 0.32x (less) (range 0.31–0.33x)" in text  # the table has the ms
+    assert "the GAN on one shared loader against the generator alone: 0.32x (less) (range 0.31–0.33x)" in text  # the table has the ms
     assert "within the noise of this machine" in text  # 30 against 28 (25.2–30.8) iterations overlap
     assert "busy" not in text
     busy = gan_verdict({"G": g, "GAN shared": _result(481.0, 1.0, 30.0, busy=True), "GAN second": second}, batch=16)
@@ -395,7 +398,13 @@ def test_the_table_notes_name_differing_pre_mades_and_columns_off_the_efficiency
     }
     notes = pipelines_table_notes(apart)
     assert len(notes) == 1 and notes[0].startswith("The same step on pre-made batches took 121.6 and 98.9 ms")
-    assert "23% apart" in notes[0]
+    assert "23% apart: the same batches' layout, so the spread between blocks" in notes[0]
+    # reader 4, 05: 134.8 against 91.4 ms was the two loaders' batch layouts, not noise
+    laid = pipelines_table_notes(apart, layouts={"a": "NCHW", "b": "channels_last"})
+    assert "they arrive as NCHW and channels_last: the layout is part of what each pipeline costs" in laid[0]
+    assert batch_layout(torch.zeros(2, 3, 4, 4)) == "NCHW"
+    assert batch_layout(torch.zeros(2, 3, 4, 4).to(memory_format=torch.channels_last)) == "channels_last"
+    assert batch_layout(torch.zeros(2, 3, 4, 8)[..., ::2]) == "strided"
     off = {
         "a": dataclasses.replace(
             before, premade_step_ms=118.1, data_wait_ms=7.0, compute_ms=151.9, pipeline_efficiency=0.78

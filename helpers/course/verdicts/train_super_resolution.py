@@ -7,6 +7,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from ...pipeline_result import PipelineResult
 from ...spread import ratio_text
 from .text import compare, result_load_text
@@ -49,10 +51,24 @@ def pipelines_claim_verdict(measured: dict[str, PipelineResult], *, claimed_befo
     )
 
 
-def pipelines_table_notes(measured: dict[str, PipelineResult], *, over: float = 0.10, off: float = 0.03) -> list[str]:
+def batch_layout(tensor: Any) -> str:
+    """How a batch's tensor lies in memory, as the step sees it: 'channels_last', 'NCHW' or 'strided'."""
+    if tensor.is_contiguous(memory_format=torch.channels_last) and not tensor.is_contiguous():
+        return "channels_last"
+    return "NCHW" if tensor.is_contiguous() else "strided"
+
+
+def pipelines_table_notes(
+    measured: dict[str, PipelineResult],
+    *,
+    layouts: dict[str, str] | None = None,
+    over: float = 0.10,
+    off: float = 0.03,
+) -> list[str]:
     """05: what a reader checking the table's columns needs: where pre-made / (wait + compute) is more than `off` from
     a row's efficiency, why (the efficiency is the median of the block pairs' ratios, the ms means over every step);
-    and when the pipelines' pre-made steps (one model, one batch shape) differ by more than `over`, their times."""
+    and when the pipelines' pre-made steps (one model) differ by more than `over`, their times and what differs: each
+    times the step on its own loader's batches, so their `layouts` (batch_layout) when they differ."""
     notes = []
     for name, r in measured.items():
         columns = r.premade_step_ms / (r.data_wait_ms + r.compute_ms) if r.premade_step_ms else None
@@ -62,13 +78,23 @@ def pipelines_table_notes(measured: dict[str, PipelineResult], *, over: float = 
                 f"{r.pipeline_efficiency:.2f}, the median of its block pairs' ratios: the ms are means over every "
                 "step, where a slow block weighs in."
             )
-    steps = [r.premade_step_ms for r in measured.values() if r.premade_step_ms]
-    if len(steps) >= 2 and max(steps) > (1 + over) * min(steps):
-        times = " and ".join(f"{ms:.1f}" for ms in steps)
+    steps = {name: r.premade_step_ms for name, r in measured.items() if r.premade_step_ms}
+    if len(steps) >= 2 and max(steps.values()) > (1 + over) * min(steps.values()):
+        times = " and ".join(f"{ms:.1f}" for ms in steps.values())
+        gap = f"{max(steps.values()) / min(steps.values()) - 1:.0%}"
+        shown = {name: (layouts or {}).get(name) for name in steps}
+        if len(set(shown.values())) > 1 and None not in shown.values():
+            why = (
+                "each pipeline times the step on its own loader's batches, and they arrive as "
+                + " and ".join(str(layout) for layout in shown.values())
+                + ": the layout is part of what each pipeline costs the step"
+            )
+        else:
+            why = (
+                "the same batches' layout, so the spread between blocks on this machine, which each efficiency carries"
+            )
         notes.append(
-            f"The same step on pre-made batches took {times} ms in the two pipelines' turns, "
-            f"{max(steps) / min(steps) - 1:.0%} apart: the spread between blocks on this machine, which each "
-            "efficiency, read against its own turns, carries."
+            f"The same step on pre-made batches took {times} ms in the two pipelines' turns, {gap} apart: {why}."
         )
     return notes
 
