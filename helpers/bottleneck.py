@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 INPUT_BOUND = "INPUT-BOUND"
 COMPETES = "LOADER COMPETES WITH THE STEP"
@@ -198,3 +199,11 @@ def _slowdown_text(pct: int) -> str:
     if pct < 0:
         return f"the step ran faster beside the loader than on pre-made batches (by {-pct}% of a fed step)"
     return "the step ran as fast beside the loader as on pre-made batches"
+
+
+def ms_efficiency_note(efficiency: Any, shares: Shares, *, off: float = 0.03) -> str:
+    """Beside an efficiency measured as the median of block pairs' ratios (`efficiency.median`), the one the printed ms
+    give (`shares`, which decided the label) where the two differ by more than `off`; '' where they agree."""
+    if abs(efficiency.median - shares.efficiency) <= off:
+        return ""
+    return f" (the block pairs' median; the ms below give {shares.efficiency:.2f}, which the label reads)"

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .bottleneck import Finding, Shares, classify, most_likely, shares_text
+from .bottleneck import Finding, Shares, classify, most_likely, ms_efficiency_note, shares_text
 from .doctor_advice import advice_for, notes_for
 from .loadmeter import LoadReading
 from .measure import clock, device_of, synchronize, to_device
@@ -149,7 +149,8 @@ class Diagnosis:
         """The first line: the verdict, how sure, and the numbers it rests on, each with its range over blocks."""
         return (
             f"{self.verdict} ({self.confidence}): efficiency {efficiency_text(self.efficiency)} over "
-            f"{len(self.readings)} block pair{'s' * (len(self.readings) != 1)}; {shares_text(self.shares, copy_in_wait=self.copy_in_wait)} "
+            f"{len(self.readings)} block pair{'s' * (len(self.readings) != 1)}{ms_efficiency_note(self.efficiency, self.shares)}; "
+            f"{shares_text(self.shares, copy_in_wait=self.copy_in_wait)} "
             f"(data-wait {self.data_wait_ms.text(1)} ms, compute {self.compute_ms.text(1)} ms, against "
             f"{self.premade_step_ms.text(1)} ms per step on pre-made batches)."
         )
@@ -204,8 +205,7 @@ def build_diagnosis(
     shares = Shares.of(
         wait.median,
         compute.median,
-        premade.median,
-        efficiency=efficiency.median,
+        premade.median,  # the label reads the medians it prints: their efficiency, pre-made / (wait + compute)
         copy_ms=copy,
         copy_in_wait=copy_in_wait,
     )

@@ -52,6 +52,7 @@ from .bottleneck import (  # noqa: F401 (the labels are read from here too)
     Shares,
     classify,
     most_likely,
+    ms_efficiency_note,
     shares_text,
 )
 from .diagnosis import Diagnosis, Notify, build_diagnosis, copy_ms, notify_stderr, plan_blocks
@@ -80,14 +81,16 @@ def diagnose_pipeline(
     efficiency = result.efficiency
     wait, compute, premade = result.data_wait_ms, result.compute_ms, result.premade_step_ms
     readings = [classify(Shares.of(wait, compute, premade, efficiency=e)) for e in efficiency.range]
-    shares = Shares.of(wait, compute, premade, efficiency=result.pipeline_efficiency)
+    # the label reads the ms it prints: their efficiency, pre-made / (wait + compute), where a pre-made step was timed
+    shares = Shares.of(wait, compute, premade) if premade else Shares.of(wait, compute, efficiency=efficiency.median)
     load = result.load
     finding = most_likely(
         shares, readings, what="ends of the efficiency range", busy_note=load.note() if load and load.busy else ""
     )
     against = f" against {premade:.1f} ms on pre-made batches" if premade else ""
     headline = (
-        f"{finding.label} ({finding.confidence}): efficiency {efficiency_text(efficiency)}; "
+        f"{finding.label} ({finding.confidence}): efficiency {efficiency_text(efficiency)}"
+        f"{ms_efficiency_note(efficiency, shares)}; "
         f"{shares_text(shares)} ({wait:.1f} ms wait, {compute:.1f} ms compute{against})."
     )
     facts = pipeline or PipelineFacts(

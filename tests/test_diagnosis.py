@@ -93,3 +93,13 @@ def test_a_busy_machine_is_measured_on_one_line_and_named_in_how_sure_and_the_ad
     assert "- rerun with the other processes stopped to confirm (the machine was busy)." in lines
     quiet = str(build_diagnosis(WAITING, FACTS, LoadReading(0.1, 2, 3.0), **REPORT))
     assert "busy" not in quiet and "rerun" not in quiet
+
+
+def test_the_label_reads_the_medians_it_prints_and_says_when_the_pairs_median_differs():
+    # reader 4, 01 c22: efficiency 0.92 printed beside medians that give 806.2 / 901.0 = 0.895
+    blocks = {**WAITING, "wait": [90.0, 94.8, 92.0], "compute": [806.0, 808.8, 810.0], "premade": [806.2] * 3}
+    blocks["efficiency"] = [0.91, 0.92, 0.93]
+    diagnosis = build_diagnosis(blocks, FACTS, None, **REPORT)
+    assert diagnosis.shares.efficiency == 0.89 and diagnosis.verdict == INPUT_BOUND  # 10% wait, efficiency below 0.90
+    assert "(the block pairs' median; the ms below give 0.89, which the label reads)" in diagnosis.headline
+    assert "kept pace" not in str(diagnosis)

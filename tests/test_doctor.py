@@ -73,11 +73,20 @@ def test_an_efficiency_above_one_never_stands_as_a_number():
 
 def test_a_range_across_the_line_names_the_medians_verdict_and_says_it_is_not_sure():
     # the reader's contradiction: "INPUT-BOUND" printed over an efficiency range of 0.36–1.05, 3% waiting
-    text = diagnose_pipeline(_result(0.62, 0.36, 1.05, 1.0, 30.0, 29.0), num_workers=0, cpu_cores=2)
+    # (its ms agree with its efficiency: 30.0 / (2.5 + 32.0) = 0.87, a 7% wait and a 6% slowdown)
+    text = diagnose_pipeline(_result(0.87, 0.36, 1.05, 2.5, 32.0, 30.0), num_workers=0, cpu_cores=2)
     first, second = text.splitlines()[:2]
-    assert first.startswith(f"{INPUT_BOUND} (not sure)") and "0.62 (0.36–1.0" in first
+    assert (
+        first.startswith(f"{INPUT_BOUND} (not sure)")
+        and "0.87 (0.36–1.0" in first
+        and "block pairs' median" not in first
+    )
     assert "1 of 2 ends of the efficiency range read input-bound (1 compute-bound)" in second
-    assert "no single cost reaches 10% of a step (this one is 3%)" in second
+    assert "no single cost reaches 10% of a step (this one is 7%)" in second
+    # reader 4, 01: a median of block ratios (0.91) beside ms that give 0.87: the label reads the ms, and says so
+    apart = diagnose_pipeline(_result(0.91, 0.89, 0.93, 84.0, 783.0, 754.8), num_workers=0, cpu_cores=2)
+    assert apart.startswith(f"{INPUT_BOUND} (") and "(the block pairs' median; the ms below give 0.87" in apart
+    assert "kept pace" not in apart
     assert diagnose_pipeline(_result(0.40, 0.36, 0.45, 20.0, 15.0, 14.0)).startswith(INPUT_BOUND)
     assert diagnose_pipeline(_result(0.98, 0.96, 0.99, 0.5, 40.0, 39.0)).startswith(COMPUTE_BOUND)
     competes = diagnose_pipeline(_result(0.35, 0.30, 0.40, 4.0, 29.1, 14.0), num_workers=2, cpu_cores=2)
