@@ -347,6 +347,7 @@ class PipelineProbe:
             compute_ms_range=computes.range,
             load=self.meter.total(),
             fed_blocks=tuple(fed_rates),
+            compute_blocks=tuple(1000 * statistics.fmean(block) for block in self.computes),
         )
 
 
@@ -386,9 +387,8 @@ def measure_pipelines(
     blocks: int = 3,
     warmup: int = 2,
 ) -> dict[str, PipelineResult]:
-    """Several (loader, step) pipelines measured side by side: every probe built, warmed up and sized so that its
-    `blocks` fed + pre-made pairs take its share of `budget_s`, then the blocks run round-robin, so a burst of load
-    on the machine hits all alike; a pipeline's loader workers run only during its own turn. Each has its ranges."""
+    """Several (loader, step) pipelines measured side by side: each probe built, warmed up and sized to its share of
+    `budget_s`, then the blocks run round-robin (a burst of load hits all alike; workers run only in their turn)."""
     probes, sizes, share_s = {}, {}, budget_s / len(pipelines) / blocks
     for name, (loader, step) in pipelines.items():  # each built, warmed up and sized, then its workers stopped
         probes[name] = PipelineProbe(loader, step, device, warmup=warmup)

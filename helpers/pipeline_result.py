@@ -41,6 +41,7 @@ class PipelineResult:
     compute_ms_range: tuple[float, float] | None = None  # lowest and highest fed block's mean compute
     load: LoadReading | None = None  # what the rest of the machine used during the measured blocks
     fed_blocks: tuple[float, ...] = ()  # each fed block's samples/s in block order (pipelines measured alike pair)
+    compute_blocks: tuple[float, ...] = ()  # each fed block's mean compute ms, in block order (pairs the same way)
 
     @property
     def data_wait_fraction(self) -> float:
@@ -51,10 +52,8 @@ class PipelineResult:
     def fed(self) -> Spread:
         """Fed samples/s with its range over blocks; block by block where recorded, so that a ratio to a pipeline
         measured in the same interleaved blocks (measure_pipelines) pairs them."""
-        if len(self.fed_blocks) >= 2:
-            blocks = self.fed_blocks
-            return Spread(self.fed_samples_per_s, min(blocks), max(blocks), len(blocks), tuple(blocks))
-        return Spread.around(self.fed_samples_per_s, self.fed_samples_per_s_range)
+        fed = _blocks(self.fed_samples_per_s, self.fed_blocks)
+        return fed or Spread.around(self.fed_samples_per_s, self.fed_samples_per_s_range)
 
     @property
     def premade(self) -> Spread:
@@ -73,10 +72,18 @@ class PipelineResult:
 
     @property
     def compute(self) -> Spread:
-        """Compute ms per fed step with its range over blocks."""
-        return Spread.around(self.compute_ms, self.compute_ms_range)
+        """Compute ms per fed step with its range over blocks (block by block where recorded, so ratios pair)."""
+        return _blocks(self.compute_ms, self.compute_blocks) or Spread.around(self.compute_ms, self.compute_ms_range)
 
     # the names these had before fed and pre-made were named alike (kept so existing code reads them)
     samples_per_s = property(lambda self: self.fed_samples_per_s)
     ideal_samples_per_s = property(lambda self: self.premade_samples_per_s)
     samples_per_s_range = property(lambda self: self.fed_samples_per_s_range)
+
+
+def _blocks(value: float, blocks: tuple[float, ...]) -> Spread | None:
+    """`value` (as printed) with the range and the per-block values of `blocks`, so that it pairs; None for fewer
+    than two blocks."""
+    if len(blocks) < 2:
+        return None
+    return Spread(value, min(blocks), max(blocks), len(blocks), tuple(blocks))

@@ -31,3 +31,14 @@ def test_pipelines_measured_in_the_same_blocks_compare_block_by_block():
     assert (round(ratio.low, 3), round(ratio.high, 3)) == (1.343, 1.685)  # 145/108 and 150/89, not 145/110-175/89
     alone = PipelineResult(150.0, 300.0, 0.5, 1.0, 9.0, 30, 100.0, None, fed_samples_per_s_range=(145.0, 175.0))
     assert not alone.fed.pairs_with(b.fed)
+
+
+def test_compute_measured_in_the_same_blocks_pairs_too():
+    # reader 4, 08: "the GAN against the generator alone: 1.7x (range 1.28–2.32x)" was lowest over highest
+    def result(compute, blocks):
+        return PipelineResult(10.0, 20.0, 0.5, 1.0, compute, 30, 100.0, None, compute_blocks=blocks)
+
+    gan, alone = result(275.9, (270.0, 318.7, 237.3)), result(160.8, (160.0, 184.7, 137.4))
+    assert gan.compute.pairs_with(alone.compute) and gan.compute.median == 275.9
+    ratio = gan.compute.ratio(alone.compute)
+    assert round(ratio.low, 2) == 1.69 and round(ratio.high, 2) == 1.73  # round by round, not 1.28–2.32

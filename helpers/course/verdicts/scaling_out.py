@@ -30,7 +30,8 @@ def gan_verdict(rows: dict[str, PipelineResult], *, batch: int) -> str:
     compute = compare(shared.compute, g.compute)
     rate = compare(shared.fed.per(batch), second.fed.per(batch), pick=("one shared loader", "a second loader"))
     return (
-        f"Compute per iteration, the GAN against the generator alone: {compute}. GAN iterations/s, one shared loader "
-        f"against a second loader for D: {rate}. The second loader's draws are timed inside the step, so its "
+        f"Compute per iteration, the GAN on one shared loader against the generator alone: {compute}. GAN "
+        f"iterations/s, one shared loader against a second loader for D: {rate}. The second loader's draws are timed "
+        "inside the step, so its "
         "data-wait column reads low." + result_load_text([g, shared, second])
     )
