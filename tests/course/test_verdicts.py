@@ -371,7 +371,8 @@ def test_gan_verdict_reports_the_measured_direction_with_ranges():
     # the contradiction a reader found: prose said the GAN step costs more compute; the run measured less
     g, shared, second = _result(1511.0, 1.0, 10.0), _result(481.0, 1.0, 30.0), _result(500.0, 1.2, 28.0, spread=0.1)
     text = gan_verdict({"G": g, "GAN shared": shared, "GAN second": second}, batch=16)
-    assert "the GAN on one shared loader against the generator alone: 0.32x (less) (range 0.31–0.33x)" in text  # the table has the ms
+    assert "the shared-loader GAN against G alone: 0.32x (less) (range 0.31–0.33x)" in text  # the table has the ms
+    assert len(text.split()) <= 80
     assert "within the noise of this machine" in text  # 30 against 28 (25.2–30.8) iterations overlap
     assert "busy" not in text
     busy = gan_verdict({"G": g, "GAN shared": _result(481.0, 1.0, 30.0, busy=True), "GAN second": second}, batch=16)

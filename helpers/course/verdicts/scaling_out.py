@@ -30,8 +30,7 @@ def gan_verdict(rows: dict[str, PipelineResult], *, batch: int) -> str:
     compute = compare(shared.compute, g.compute)
     rate = compare(shared.fed.per(batch), second.fed.per(batch), pick=("one shared loader", "a second loader"))
     return (
-        f"Compute per iteration, the GAN on one shared loader against the generator alone: {compute}. GAN "
-        f"iterations/s, one shared loader against a second loader for D: {rate}. The second loader's draws are timed "
-        "inside the step, so its "
-        "data-wait column reads low." + result_load_text([g, shared, second])
+        f"Compute per iteration, the shared-loader GAN against G alone: {compute}. GAN iterations/s, one shared "
+        f"loader against a second one for D: {rate}. (The second loader's draws count as compute, not data-wait.)"
+        + result_load_text([g, shared, second])
     )
