@@ -127,10 +127,9 @@ def _near_the_line(label: str, shares: Shares) -> str:
     if label == COMPUTE_BOUND and shares.efficiency < round(KEEPS_UP + 0.05, 2):
         return f"the efficiency {shares.efficiency:.2f} is within 0.05 of the {KEEPS_UP:.2f} line"
     if label != COMPUTE_BOUND and shares.efficiency >= KEEPS_UP:
-        return (
-            f"the fed steps kept pace with pre-made ones all the same (efficiency {shares.efficiency:.2f}), so this "
-            "cost costs the loop little"
-        )
+        lag = round(100 * (1 - shares.efficiency))
+        pace = f"kept within {lag}% of the pre-made pace" if lag > 0 else "kept pace with pre-made ones"
+        return f"the fed steps {pace} all the same (efficiency {shares.efficiency:.2f}), so this cost costs the loop little"
     deciding = {INPUT_BOUND: shares.wait_pct, COMPETES: shares.slower_pct, TRANSFER_BOUND: shares.copy_pct}.get(label)
     if deciding is None:
         return ""

@@ -127,3 +127,11 @@ def test_each_label_gives_the_number_it_rests_on():
     assert reason_text(TRANSFER_BOUND, shares) == "the copy takes 11% of a fed step"
     assert reason_text(COMPUTE_BOUND, shares) == "no cost of the loader reaches 10% of a step, at efficiency 0.76"
     assert reason_text(COMPETES, Shares.of(1.0, 1.0, 0.0)) == "nothing was measured to decide on"
+
+
+def test_a_cost_the_loop_absorbs_says_how_close_to_the_pre_made_pace_it_kept():
+    # reader 5, 01: "kept pace ... costs the loop little" beside an 11% wait at efficiency 0.93
+    finding = most_likely(Shares.of(105.6, 888.6, 926.3), [INPUT_BOUND] * 3)
+    assert "the fed steps kept within 7% of the pre-made pace all the same (efficiency 0.93)" in finding.how_sure()
+    absorbed = most_likely(Shares.of(62.7, 426.6, 819.4, efficiency=1.30), [INPUT_BOUND] * 3)
+    assert "the fed steps kept pace with pre-made ones all the same (efficiency 1.30)" in absorbed.how_sure()
