@@ -82,8 +82,5 @@ class PipelineResult:
 
 
 def _blocks(value: float, blocks: tuple[float, ...]) -> Spread | None:
-    """`value` (as printed) with the range and the per-block values of `blocks`, so that it pairs; None for fewer
-    than two blocks."""
-    if len(blocks) < 2:
-        return None
-    return Spread(value, min(blocks), max(blocks), len(blocks), tuple(blocks))
+    """`value` (as printed) paired by `blocks`, one per block; None for fewer than two blocks."""
+    return Spread.paired(blocks, median=value) if len(blocks) >= 2 else None

@@ -44,10 +44,12 @@ class Spread:
         return cls(statistics.median(values), min(values), max(values), len(values))
 
     @classmethod
-    def paired(cls, values: Sequence[float]) -> Spread:
+    def paired(cls, values: Sequence[float], *, median: float | None = None) -> Spread:
         """`of`, for values measured one per round of an interleaved measurement (a, b, a, b...): kept in round order,
-        so that `ratio` against another such spread divides round by round."""
-        return replace(cls.of(values), rounds=tuple(values))
+        so that `ratio` against another such spread divides round by round. `median` replaces the rounds' median where
+        the value printed is another (a rate pooled over every block)."""
+        spread = replace(cls.of(values), rounds=tuple(values))
+        return spread if median is None else replace(spread, median=median)
 
     @classmethod
     def single(cls, value: float) -> Spread:
