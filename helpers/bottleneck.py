@@ -29,6 +29,7 @@ LABELS = (INPUT_BOUND, COMPETES, TRANSFER_BOUND, COMPUTE_BOUND, INCONCLUSIVE)
 SIGNIFICANT_PCT = 10  # a wait, a slowdown or a copy of at least this percentage of a step is a cost, not noise
 KEEPS_UP = 0.90  # an efficiency (pre-made over fed step time) at or above this: the loader costs at most a tenth
 AGREEING = 2 / 3  # below this share of blocks reading the verdict, the verdict is "not sure" whatever else holds
+MS_AGREE = 0.03  # an efficiency and the one its printed ms give agree within this; past it, both are named
 NEAR = 1.5  # a deciding number under NEAR x its threshold is close to the line: one reason to be less sure
 
 
@@ -200,7 +201,7 @@ def _slowdown_text(pct: int) -> str:
     return "the step ran as fast beside the loader as on pre-made batches"
 
 
-def ms_efficiency_note(efficiency: Any, shares: Shares, *, off: float = 0.03) -> str:
+def ms_efficiency_note(efficiency: Any, shares: Shares, *, off: float = MS_AGREE) -> str:
     """Beside an efficiency measured as the median of block pairs' ratios (`efficiency.median`), the one the printed ms
     give (`shares`, which decided the label) where the two differ by more than `off`; '' where they agree."""
     if abs(efficiency.median - shares.efficiency) <= off:

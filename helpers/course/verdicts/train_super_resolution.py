@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ...bottleneck import MS_AGREE
 from ...pipeline_result import PipelineResult
 from ...spread import ratio_text
 from .text import compare, result_load_text
@@ -63,7 +64,7 @@ def pipelines_table_notes(
     *,
     layouts: dict[str, str] | None = None,
     over: float = 0.10,
-    off: float = 0.03,
+    off: float = MS_AGREE,
 ) -> list[str]:
     """05: what a reader checking the table's columns needs: where pre-made / (wait + compute) is more than `off` from
     a row's efficiency, why (the efficiency is the median of the block pairs' ratios, the ms means over every step);
